@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Idempotent environment set-up: a project-local virtualenv with every
+# runtime and test dependency, plus the system tools the tests use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+fi
+stamp=.venv/.syncengine-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -e '.[dev]'
+    touch "$stamp"
+fi
+# The standard `age` tool is used by the interoperability tests.
+if ! command -v age >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq age) >/dev/null 2>&1 \
+        || echo "setup: could not install the 'age' tool; its interop tests will be skipped" >&2
+fi

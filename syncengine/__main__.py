@@ -1,0 +1,5 @@
+import sys
+
+from syncengine.cli import main
+
+sys.exit(main())
