@@ -1,0 +1,386 @@
+"""The binary age v1 file: header grammar, X25519 stanzas, header MAC, STREAM.
+
+This is our own reader and writer for the subset of age-encryption.org/v1 the
+age-v1 profile admits (docs/spec/age-v1-profile.md, "Outer envelope"; our notes
+in specs/age-v1.md). The header is parsed and bounded *before* any key
+agreement or decryption, so that scrypt, SSH, plugin and unknown stanzas never
+reach a decryptor and a hostile header cannot make us do unbounded work.
+
+Accepted header, after the version line ``age-encryption.org/v1``:
+
+* ``-> X25519 <share>`` stanzas: one 32-byte share argument in canonical
+  unpadded base64, a 32-byte body (wrapped file key). 1 to 256 of them.
+* GREASE stanzas: tag ``[!-~]{1,8}-grease`` outside the active namespaces
+  (``scrypt``, ``ssh-…``, ``plugin-…``), 0–4 arguments of 1–8 VCHAR bytes, a
+  body of 0–100 bytes. Kept in the MAC'd header bytes; never dispatched.
+* At most 512 stanzas, 65,536 header bytes through the MAC line's newline,
+  4,096 bytes a line (newline excluded). Every stanza has a body: its lines
+  are canonical unpadded base64, 64 columns each, closed by a shorter line.
+* The MAC line ``--- <43 base64 characters>``.
+
+Then a 16-byte nonce and the STREAM payload: ChaCha20-Poly1305 over 64 KiB
+chunks, nonce = 11-byte big-endian counter || last-chunk flag. Nothing may
+follow the final chunk, and an empty final chunk is only valid as the sole
+chunk (age's rule), so truncation and extension are both detected.
+
+Errors: :class:`AgeFormatError` for a file refused before decryption,
+:class:`AgeDecryptError` for a cryptographic failure. Both carry a field and a
+rule and never include key material or plaintext.
+"""
+
+from __future__ import annotations
+
+import binascii
+import hmac
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from wire.age_keys import X25519Identity, X25519Recipient
+from wire.errors import WireError
+
+__all__ = [
+    "CHUNK_SIZE",
+    "MAX_GREASE_ARGS",
+    "MAX_GREASE_BODY_BYTES",
+    "MAX_HEADER_BYTES",
+    "MAX_LINE_BYTES",
+    "MAX_STANZAS",
+    "MAX_X25519_STANZAS",
+    "VERSION_LINE",
+    "AgeDecryptError",
+    "AgeFormatError",
+    "AgeHeader",
+    "Stanza",
+    "decrypt",
+    "encode_stanza",
+    "encrypt",
+    "is_grease_tag",
+    "parse_header",
+]
+
+VERSION_LINE = b"age-encryption.org/v1\n"
+ARMOR_BEGIN = b"-----BEGIN AGE ENCRYPTED FILE-----"
+X25519_TAG = "X25519"
+X25519_INFO = b"age-encryption.org/v1/X25519"
+
+# Bounds from the profile's "Outer envelope" section.
+MAX_X25519_STANZAS = 256
+MAX_STANZAS = 512
+MAX_HEADER_BYTES = 65_536
+MAX_LINE_BYTES = 4_096
+# GREASE grammar (profile: the bounds Rust age 0.12.1 emits).
+MAX_GREASE_ARGS = 4
+MAX_GREASE_ARG_BYTES = 8
+MAX_GREASE_BODY_BYTES = 100
+
+CHUNK_SIZE = 64 * 1024
+_TAG_BYTES = 16
+_CHUNK_CT = CHUNK_SIZE + _TAG_BYTES
+_FILE_KEY_BYTES = 16
+_NONCE_BYTES = 16
+_MAC_BYTES = 32
+_BODY_COLUMNS = 64
+_ZERO_NONCE = bytes(12)
+
+_GREASE_TAG = re.compile(rb"[!-~]{1,8}-grease")
+_VCHAR = re.compile(rb"[!-~]+")
+_BASE64_CHARS = re.compile(rb"[A-Za-z0-9+/]*")
+
+
+class AgeFormatError(WireError):
+    """The age file breaks the profile's grammar or bounds; refused before decryption."""
+
+
+class AgeDecryptError(WireError):
+    """The age file is well formed but does not decrypt and authenticate."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stanza:
+    """One header stanza: its tag, further arguments and decoded body."""
+
+    tag: str
+    args: tuple[str, ...]
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class AgeHeader:
+    """A parsed header. ``mac_input`` is every byte up to and including ``---``."""
+
+    stanzas: tuple[Stanza, ...]
+    mac_input: bytes
+    mac: bytes
+    payload_offset: int
+
+    @property
+    def x25519_stanzas(self) -> tuple[Stanza, ...]:
+        return tuple(s for s in self.stanzas if s.tag == X25519_TAG)
+
+
+# --- base64 ---------------------------------------------------------------
+
+
+def _b64encode_unpadded(data: bytes) -> bytes:
+    return binascii.b2a_base64(data, newline=False).rstrip(b"=")
+
+
+def _b64decode_unpadded(text: bytes, field: str) -> bytes:
+    """Decode age's canonical unpadded base64: no padding, no stray bits."""
+    if not _BASE64_CHARS.fullmatch(text):
+        raise AgeFormatError(field, "must be unpadded standard base64")
+    if len(text) % 4 == 1:
+        raise AgeFormatError(field, "base64 length is impossible")
+    padded = text + b"=" * (-len(text) % 4)
+    decoded = binascii.a2b_base64(padded, strict_mode=True)
+    if _b64encode_unpadded(decoded) != text:
+        raise AgeFormatError(field, "base64 is not canonical (non-zero trailing bits)")
+    return decoded
+
+
+# --- key derivation ---------------------------------------------------------
+
+
+def _hkdf(ikm: bytes, salt: bytes, info: bytes) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=info).derive(ikm)
+
+
+def _header_mac(file_key: bytes, mac_input: bytes) -> bytes:
+    return hmac.digest(_hkdf(file_key, b"", b"header"), mac_input, "sha256")
+
+
+# --- header grammar ---------------------------------------------------------
+
+
+def is_grease_tag(tag: bytes) -> bool:
+    """True if ``tag`` is GREASE under the profile and not an active namespace."""
+    if not _GREASE_TAG.fullmatch(tag):
+        return False
+    return not _is_active_namespace(tag)
+
+
+def _is_active_namespace(tag: bytes) -> bool:
+    return tag == b"scrypt" or tag.startswith((b"ssh-", b"plugin-"))
+
+
+def _classify(tag: bytes, args: list[bytes], body: bytes, where: str) -> None:
+    """Admit an X25519 or GREASE stanza; refuse everything else by name."""
+    if tag == b"X25519":
+        if len(args) != 1:
+            raise AgeFormatError(where, "an X25519 stanza has exactly one argument")
+        if len(_b64decode_unpadded(args[0], f"{where}.share")) != 32:
+            raise AgeFormatError(f"{where}.share", "an X25519 share is 32 bytes")
+        if len(body) != _FILE_KEY_BYTES + _TAG_BYTES:
+            raise AgeFormatError(f"{where}.body", "an X25519 body is 32 bytes")
+        return
+    if _is_active_namespace(tag):
+        kind = "plugin" if tag.startswith(b"plugin-") else tag.split(b"-")[0].decode()
+        raise AgeFormatError(where, f"{kind} stanzas are not allowed by age-v1")
+    if not is_grease_tag(tag):
+        raise AgeFormatError(where, "stanza type is neither X25519 nor bounded GREASE")
+    if len(args) > MAX_GREASE_ARGS:
+        raise AgeFormatError(where, "a GREASE stanza has at most 4 arguments")
+    if any(len(a) > MAX_GREASE_ARG_BYTES for a in args):
+        raise AgeFormatError(where, "GREASE arguments are 1-8 bytes")
+    if len(body) > MAX_GREASE_BODY_BYTES:
+        raise AgeFormatError(f"{where}.body", "a GREASE body is at most 100 bytes")
+
+
+class _Lines:
+    """Bounded line reader over the header region of an untrusted buffer."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self.pos = 0
+
+    def next(self) -> bytes:
+        start = self.pos
+        limit = min(len(self._data), start + MAX_LINE_BYTES + 1)
+        end = self._data.find(b"\n", start, limit)
+        if end < 0:
+            if limit - start > MAX_LINE_BYTES:
+                raise AgeFormatError("age_file.header", "a header line exceeds 4096 bytes")
+            raise AgeFormatError("age_file.header", "header is truncated (no MAC line)")
+        if end + 1 > MAX_HEADER_BYTES:
+            raise AgeFormatError("age_file.header", "header exceeds 65536 bytes")
+        self.pos = end + 1
+        return self._data[start:end]
+
+
+def _read_body(lines: _Lines, where: str) -> bytes:
+    """Collect 64-column body lines up to and including the closing short line."""
+    parts: list[bytes] = []
+    while True:
+        line = lines.next()
+        if line.startswith(b"-"):
+            raise AgeFormatError(where, "stanza has no body")
+        if len(line) > _BODY_COLUMNS:
+            raise AgeFormatError(where, "body lines are at most 64 columns")
+        parts.append(line)
+        if len(line) < _BODY_COLUMNS:
+            break
+    return _b64decode_unpadded(b"".join(parts), f"{where}.body")
+
+
+def parse_header(data: bytes) -> AgeHeader:
+    """Parse and bound-check an age header; no cryptography happens here."""
+    if data.startswith(ARMOR_BEGIN):
+        raise AgeFormatError("age_file", "ASCII armor is not allowed; the file must be binary")
+    if not data.startswith(VERSION_LINE):
+        raise AgeFormatError("age_file", "must begin with the 'age-encryption.org/v1' line")
+    lines = _Lines(data)
+    lines.pos = len(VERSION_LINE)
+    stanzas: list[Stanza] = []
+    x25519_count = 0
+    while True:
+        line_start = lines.pos
+        line = lines.next()
+        if line.startswith(b"--- "):
+            mac = _b64decode_unpadded(line[4:], "age_file.mac")
+            if len(mac) != _MAC_BYTES:
+                raise AgeFormatError("age_file.mac", "the header MAC is 32 bytes")
+            break
+        if not line.startswith(b"-> "):
+            raise AgeFormatError("age_file.header", "expected a '-> ' stanza or the '--- ' MAC")
+        if len(stanzas) == MAX_STANZAS:
+            raise AgeFormatError("age_file.header", "more than 512 stanzas")
+        where = f"age_file.stanza[{len(stanzas)}]"
+        words = line[3:].split(b" ")
+        if not all(_VCHAR.fullmatch(w) for w in words):
+            raise AgeFormatError(where, "stanza arguments are non-empty VCHAR strings")
+        tag, args = words[0], words[1:]
+        if tag == b"X25519":
+            x25519_count += 1
+            if x25519_count > MAX_X25519_STANZAS:
+                raise AgeFormatError("age_file.header", "more than 256 X25519 stanzas")
+        body = _read_body(lines, where)
+        _classify(tag, args, body, where)
+        stanzas.append(Stanza(tag.decode("ascii"), tuple(a.decode("ascii") for a in args), body))
+    if x25519_count == 0:
+        raise AgeFormatError("age_file.header", "at least one X25519 stanza is required")
+    return AgeHeader(
+        stanzas=tuple(stanzas),
+        mac_input=bytes(data[: line_start + 3]),
+        mac=mac,
+        payload_offset=lines.pos,
+    )
+
+
+def encode_stanza(stanza: Stanza) -> bytes:
+    """Canonical stanza bytes: argument line, then 64-column unpadded base64 body."""
+    line = " ".join((stanza.tag, *stanza.args)).encode("ascii")
+    encoded = _b64encode_unpadded(stanza.body)
+    rows = [encoded[i : i + _BODY_COLUMNS] for i in range(0, len(encoded), _BODY_COLUMNS)]
+    if len(encoded) % _BODY_COLUMNS == 0:
+        rows.append(b"")  # a full last row is closed by an empty one
+    return b"-> " + line + b"\n" + b"\n".join(rows) + b"\n"
+
+
+# --- STREAM -------------------------------------------------------------------
+
+
+def _chunk_nonce(counter: int, last: bool) -> bytes:
+    return counter.to_bytes(11, "big") + (b"\x01" if last else b"\x00")
+
+
+def _stream_encrypt(key: bytes, plaintext: bytes) -> list[bytes]:
+    aead = ChaCha20Poly1305(key)
+    view = memoryview(plaintext)
+    count = max(1, -(-len(plaintext) // CHUNK_SIZE))
+    return [
+        aead.encrypt(
+            _chunk_nonce(i, i == count - 1), view[i * CHUNK_SIZE : (i + 1) * CHUNK_SIZE], None
+        )
+        for i in range(count)
+    ]
+
+
+def _stream_decrypt(key: bytes, payload: memoryview) -> bytes:
+    if len(payload) < _TAG_BYTES:
+        raise AgeDecryptError("age_file.payload", "payload is shorter than one chunk tag")
+    count = -(-len(payload) // _CHUNK_CT)
+    last_len = len(payload) - (count - 1) * _CHUNK_CT
+    if last_len < _TAG_BYTES:
+        raise AgeDecryptError("age_file.payload", "final chunk is truncated")
+    if last_len == _TAG_BYTES and count > 1:
+        raise AgeDecryptError("age_file.payload", "empty final chunk after a full chunk")
+    aead = ChaCha20Poly1305(key)
+    out: list[bytes] = []
+    try:
+        for i in range(count):
+            chunk = payload[i * _CHUNK_CT : (i + 1) * _CHUNK_CT]
+            out.append(aead.decrypt(_chunk_nonce(i, i == count - 1), chunk, None))
+    except InvalidTag:
+        raise AgeDecryptError("age_file.payload", "payload chunk failed authentication") from None
+    return out[0] if count == 1 else b"".join(out)
+
+
+# --- files ----------------------------------------------------------------------
+
+
+def _wrap(file_key: bytes, recipient: X25519Recipient) -> Stanza:
+    ephemeral = X25519PrivateKey.generate()
+    share = ephemeral.public_key().public_bytes_raw()
+    shared = ephemeral.exchange(recipient.public_key())
+    wrap_key = _hkdf(shared, share + recipient.public_bytes, X25519_INFO)
+    body = ChaCha20Poly1305(wrap_key).encrypt(_ZERO_NONCE, file_key, None)
+    return Stanza(X25519_TAG, (_b64encode_unpadded(share).decode("ascii"),), body)
+
+
+def _unwrap(stanza: Stanza, identity: X25519Identity) -> bytes | None:
+    share = _b64decode_unpadded(stanza.args[0].encode("ascii"), "age_file.share")
+    try:
+        peer = X25519Recipient.from_public_bytes(share)
+        shared = identity.private_key().exchange(peer.public_key())
+    except ValueError:
+        return None  # low-order share: the exchange yields zero; not for us
+    wrap_key = _hkdf(shared, share + identity.recipient.public_bytes, X25519_INFO)
+    try:
+        return ChaCha20Poly1305(wrap_key).decrypt(_ZERO_NONCE, stanza.body, None)
+    except InvalidTag:
+        return None
+
+
+def encrypt(plaintext: bytes, recipients: Sequence[X25519Recipient]) -> bytes:
+    """Encrypt to every recipient (1–256) as one binary age v1 file."""
+    if not 1 <= len(recipients) <= MAX_X25519_STANZAS:
+        raise AgeFormatError("recipients", "between 1 and 256 X25519 recipients are required")
+    file_key = os.urandom(_FILE_KEY_BYTES)
+    stanzas = b"".join(encode_stanza(_wrap(file_key, r)) for r in recipients)
+    mac_input = VERSION_LINE + stanzas + b"---"
+    mac = _header_mac(file_key, mac_input)
+    nonce = os.urandom(_NONCE_BYTES)
+    chunks = _stream_encrypt(_hkdf(file_key, nonce, b"payload"), plaintext)
+    return b"".join((mac_input, b" ", _b64encode_unpadded(mac), b"\n", nonce, *chunks))
+
+
+def decrypt(data: bytes, identity: X25519Identity) -> bytes:
+    """Decrypt a profile-conforming age file with exactly one identity.
+
+    The identity is tried against each X25519 stanza of this one file (that is
+    how age addresses recipients); no other identity is ever tried.
+    """
+    header = parse_header(data)
+    file_key: bytes | None = None
+    for stanza in header.x25519_stanzas:
+        file_key = _unwrap(stanza, identity)
+        if file_key is not None:
+            break
+    if file_key is None:
+        raise AgeDecryptError("age_file", "no X25519 stanza is addressed to this identity")
+    if not hmac.compare_digest(_header_mac(file_key, header.mac_input), header.mac):
+        raise AgeDecryptError("age_file.mac", "header MAC does not verify")
+    view = memoryview(data)
+    nonce_end = header.payload_offset + _NONCE_BYTES
+    if len(view) < nonce_end:
+        raise AgeDecryptError("age_file.payload", "payload nonce is truncated")
+    nonce = bytes(view[header.payload_offset : nonce_end])
+    return _stream_decrypt(_hkdf(file_key, nonce, b"payload"), view[nonce_end:])
