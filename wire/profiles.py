@@ -1,0 +1,148 @@
+"""Cipher-profile dispatch: one place decides which profile seals or opens.
+
+An envelope names its profile in ``cipher``. Opening evaluates, in order,
+everything that must hold *before* any profile code touches the blob
+(docs/spec/age-v1-profile.md: policy and epoch checks precede decryption;
+v1.md "Pull state layers": an unknown cipher is quarantined unchanged):
+
+1. an envelope version other than 1 → ``unsupported_cipher``;
+2. a cipher outside the caller's effective policy at the message's sequence
+   → ``policy_violation`` (never decrypted);
+3. no implementation of the cipher → ``unsupported_cipher``;
+4. the profile's own open.
+
+Profiles are looked up in a registry; ``age-v1`` lives in its own module and
+is imported on first use so the plaintext path does not pay for it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from wire.envelope import Envelope
+from wire.errors import ProfileError
+from wire.limits import ENVELOPE_VERSION, MAX_BLOB_BYTES, PROTOCOL_VERSION
+from wire.message import Message
+from wire.outcome import Blocked, BlockState, OpenOutcome
+
+__all__ = [
+    "Binding",
+    "CipherProfile",
+    "OpenContext",
+    "SealParams",
+    "get_profile",
+    "open_envelope",
+    "register_profile",
+    "seal",
+    "supported_ciphers",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """The independently trusted context an authenticated profile binds to.
+
+    It comes from local state (the store's binding and the wire ID it
+    reserved or pulled), never from the ciphertext being checked.
+    """
+
+    team_id: str
+    wire_id: str
+    protocol_version: int = PROTOCOL_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class SealParams:
+    """Everything a profile may need to seal one message."""
+
+    binding: Binding | None = None
+    key_id: str | None = None
+    #: Recipient strings of the epoch manifest (age-v1: ``age1…``).
+    recipients: tuple[str, ...] = ()
+    max_blob_bytes: int = MAX_BLOB_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class OpenContext:
+    """What the reader trusts when opening one envelope.
+
+    ``allowed_ciphers`` is the effective read policy at the envelope's
+    sequence (server policy history ∩ local security history); ``None``
+    means the caller evaluated policy elsewhere. ``trusted_key_id`` is the
+    sequence-effective epoch; ``None`` means the envelope's own key_id.
+    ``identities`` maps an epoch key_id to the profile's identity object.
+    """
+
+    binding: Binding | None = None
+    allowed_ciphers: frozenset[str] | None = None
+    trusted_key_id: str | None = None
+    identities: Mapping[str, object] = field(default_factory=dict)
+    max_blob_bytes: int = MAX_BLOB_BYTES
+
+
+class CipherProfile(Protocol):
+    """A cipher profile: a pure seal and a total open (never raises on input)."""
+
+    name: str
+
+    def seal(self, message: Message, params: SealParams) -> Envelope: ...
+
+    def open(self, envelope: Envelope, ctx: OpenContext) -> OpenOutcome: ...
+
+
+_REGISTRY: dict[str, CipherProfile] = {}
+# Profiles imported on first use; the module registers itself on import.
+_LAZY_MODULES: dict[str, str] = {"age-v1": "wire.age_profile"}
+
+
+def register_profile(profile: CipherProfile) -> None:
+    _REGISTRY[profile.name] = profile
+
+
+def get_profile(cipher: str) -> CipherProfile | None:
+    profile = _REGISTRY.get(cipher)
+    if profile is None and cipher in _LAZY_MODULES:
+        try:
+            importlib.import_module(_LAZY_MODULES[cipher])
+        except ImportError:
+            return None
+        profile = _REGISTRY.get(cipher)
+    return profile
+
+
+def supported_ciphers() -> frozenset[str]:
+    """Ciphers this build can seal and open (the local half of the write set)."""
+    return frozenset(name for name in ("none", *_LAZY_MODULES) if get_profile(name) is not None)
+
+
+def seal(message: Message, cipher: str, params: SealParams | None = None) -> Envelope:
+    """Seal with the named profile; raises :class:`ProfileError` if it cannot."""
+    profile = get_profile(cipher)
+    if profile is None:
+        raise ProfileError("cipher", f"no implementation of cipher profile {cipher!r}")
+    return profile.seal(message, params or SealParams())
+
+
+def open_envelope(envelope: Envelope, ctx: OpenContext | None = None) -> OpenOutcome:
+    """Open one envelope into its closed outcome; never raises on bad input."""
+    ctx = ctx or OpenContext()
+    if envelope.v != ENVELOPE_VERSION:
+        return Blocked(BlockState.UNSUPPORTED_CIPHER, f"envelope version {envelope.v} unsupported")
+    if ctx.allowed_ciphers is not None and envelope.cipher not in ctx.allowed_ciphers:
+        return Blocked(
+            BlockState.POLICY_VIOLATION,
+            f"cipher {envelope.cipher!r} is not allowed by the policy effective at this sequence",
+        )
+    profile = get_profile(envelope.cipher)
+    if profile is None:
+        return Blocked(BlockState.UNSUPPORTED_CIPHER, f"cipher {envelope.cipher!r} unsupported")
+    return profile.open(envelope, ctx)
+
+
+# The plaintext profile is always present.
+from wire import none_profile as _none_profile  # noqa: E402
+
+register_profile(_none_profile.PROFILE)
