@@ -88,7 +88,8 @@ class Message:
                 raise MessageError("message", "must be a JSON object")
             message = cls.from_obj(value)
             if message.to_jcs() == data:
-                problem = MessageError("message", "bytes are not the canonical RFC 8785 encoding")
+                return message
+            problem = MessageError("message", "bytes are not the canonical RFC 8785 encoding")
         except (ValueError, RecursionError):
             problem = MessageError("message", "not valid JSON")
         except SchemaError as exc:
