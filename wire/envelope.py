@@ -112,6 +112,10 @@ class Envelope:
         max_blob_bytes: int = MAX_BLOB_BYTES,
     ) -> Envelope:
         """Wrap freshly sealed bytes, enforcing the same limits a reader applies."""
+        try:
+            expect_int(v, "envelope.v", minimum=0, maximum=_U32_MAX)
+        except SchemaError as exc:
+            raise EnvelopeError(exc.field, exc.rule) from None
         check_cipher(cipher, "envelope.cipher")
         check_key_id(key_id, "envelope.key_id")
         limit = min(max_blob_bytes, MAX_BLOB_BYTES)
@@ -148,14 +152,19 @@ class Envelope:
         """
         data = self.blob_bytes()
         cipher = self.cipher.encode("utf-8")
-        head = [DIGEST_DOMAIN, _U32.pack(self.v), _U32.pack(len(cipher)), cipher]
         if self.key_id is None:
-            head.append(b"\x00")
+            key_part = b"\x00"
         else:
             key_id = self.key_id.encode("utf-8")
-            head += [b"\x01", _U32.pack(len(key_id)), key_id]
-        head.append(_U32.pack(len(data)))
-        hasher = hashlib.sha256(b"".join(head))
+            key_part = b"\x01" + _U32.pack(len(key_id)) + key_id
+        hasher = hashlib.sha256(
+            DIGEST_DOMAIN
+            + _U32.pack(self.v)
+            + _U32.pack(len(cipher))
+            + cipher
+            + key_part
+            + _U32.pack(len(data))
+        )
         hasher.update(data)
         return hasher.digest()
 

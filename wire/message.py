@@ -25,7 +25,8 @@ __all__ = ["MESSAGE_MEMBERS", "Message"]
 
 MESSAGE_MEMBERS = ("body", "created_at", "from_agent", "to_agent")
 
-_encode_string = json.encoder.encode_basestring
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
+_DECODER = json.JSONDecoder()
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,14 +66,16 @@ class Message:
         }
 
     def to_jcs(self) -> bytes:
-        """Canonical bytes; the member names are ASCII and already in JCS order."""
-        text = (
-            '{"body":' + _encode_string(self.body)
-            + ',"created_at":' + _encode_string(self.created_at)
-            + ',"from_agent":' + _encode_string(self.from_agent)
-            + ',"to_agent":' + _encode_string(self.to_agent) + "}"
-        )  # fmt: skip
-        return text.encode("utf-8")
+        """Canonical bytes: the member names are ASCII and already in JCS order,
+        and the C encoder's string escapes are exactly RFC 8785's."""
+        return _ENCODER.encode(
+            {
+                "body": self.body,
+                "created_at": self.created_at,
+                "from_agent": self.from_agent,
+                "to_agent": self.to_agent,
+            }
+        ).encode("utf-8")
 
     @classmethod
     def from_jcs(cls, data: bytes) -> Message:
@@ -83,7 +86,7 @@ class Message:
         strict re-parse only on that failure path.
         """
         try:
-            value = json.loads(data)
+            value = _DECODER.decode(data.decode("utf-8"))
             if not isinstance(value, dict):
                 raise MessageError("message", "must be a JSON object")
             message = cls.from_obj(value)
