@@ -15,6 +15,8 @@ from collections.abc import Sequence
 # Command-group modules, in the order their help appears.
 COMMAND_MODULES: tuple[str, ...] = (
     "syncengine.cli.envelope",
+    "syncengine.cli.driver",
+    "syncengine.cli.team",
 )
 
 

@@ -1,0 +1,47 @@
+"""The local store: one SQLite file holding the team registry, the message
+log and local read state, behind the agmsg storage-driver contract
+(driver-interface §2; specs/store.md).
+"""
+
+from syncengine.store.errors import (
+    Conflict,
+    CorruptStore,
+    InvalidInput,
+    MissingDependency,
+    Status,
+    StoreBusy,
+    StoreError,
+    StoreNotInitialized,
+    StoreTooNew,
+    UnknownAgent,
+    UnknownMessage,
+    UnknownTeam,
+)
+from syncengine.store.messages import OutgoingMessage
+from syncengine.store.paths import default_store_path, resolve_store_path
+from syncengine.store.records import Member, MessageRead, MessageSent, Team, WatchResult
+from syncengine.store.store import Store
+
+__all__ = [
+    "Conflict",
+    "CorruptStore",
+    "InvalidInput",
+    "Member",
+    "MessageRead",
+    "MessageSent",
+    "MissingDependency",
+    "OutgoingMessage",
+    "Status",
+    "Store",
+    "StoreBusy",
+    "StoreError",
+    "StoreNotInitialized",
+    "StoreTooNew",
+    "Team",
+    "UnknownAgent",
+    "UnknownMessage",
+    "UnknownTeam",
+    "WatchResult",
+    "default_store_path",
+    "resolve_store_path",
+]

@@ -1,0 +1,263 @@
+"""Export, import and compaction of the event log (driver-interface §2.3,
+§2.7; specs/store.md §7).
+
+Export writes event-log schema v1 as JSONL: every ``message_sent`` in ``seq``
+order, with each ``message_read`` placed after the message high-water that
+existed when it was recorded — the order the events happened in. The file is
+written beside its destination, flushed to disk and renamed into place, so a
+crash never leaves half an export under the requested name.
+
+Import is all-or-nothing in one transaction: every line must be a complete
+JSON object ending in a newline (a missing final newline means a truncated
+file), known types are checked strictly, unknown types and unknown fields are
+ignored (the v1 forward-compatibility rule). Replaying an export is
+idempotent: an event whose ID is already stored with the same content is
+skipped, a different one under the same ID is a conflict.
+
+Compaction removes redundant ``message_read`` events (same reader, same
+message), keeping the earliest. It never touches ``message_sent`` rows or
+frontiers, so every read operation answers the same afterwards and every
+cursor stays valid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from syncengine.store.errors import Conflict, InvalidInput, StoreError
+from syncengine.store.messages import check_body, log_tip
+from syncengine.store.names import check_local_agent, check_local_team, check_message_id
+from syncengine.store.read_state import advance_frontier
+from syncengine.store.records import ORIGIN_IMPORTED, ORIGIN_LOCAL, dump_record
+from syncengine.store.teams import member_pk, team_pk
+
+__all__ = ["compact", "export_events", "import_events", "normalize_at"]
+
+_AT = re.compile(
+    r"(?P<head>[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.(?P<frac>[0-9]{1,6}))?Z"
+)
+
+
+def normalize_at(value: object, field: str) -> str:
+    """ISO-8601 UTC with ``Z`` and 0–6 fractional digits → the canonical
+    six-digit form (older stores wrote whole seconds)."""
+    if isinstance(value, str):
+        match = _AT.fullmatch(value)
+        if match is not None:
+            from wire.errors import WireError
+            from wire.scalars import check_timestamp
+
+            text = f"{match['head']}.{(match['frac'] or '').ljust(6, '0')}Z"
+            try:
+                return check_timestamp(text, field)
+            except WireError as exc:
+                raise InvalidInput(field, exc.rule) from None
+    raise InvalidInput(field, "must be an ISO-8601 UTC timestamp like 2026-05-30T19:00:00Z")
+
+
+def export_events(conn: Any, destination: Path) -> int:
+    """Write the whole log to ``destination`` atomically; returns the count."""
+    rows = conn.execute(
+        """
+        SELECT 0 AS kind, m.seq AS position, m.seq AS sub, m.id, t.name, s.name, r.name,
+               m.body, m.at, m.origin
+        FROM messages AS m
+        JOIN teams AS t ON t.team_pk = m.team_pk
+        JOIN members AS s ON s.member_pk = m.sender_pk
+        JOIN members AS r ON r.member_pk = m.recipient_pk
+        UNION ALL
+        SELECT 1, x.log_position, x.read_seq, x.id, t.name, m.id, r.name, NULL, x.at, NULL
+        FROM message_reads AS x
+        JOIN messages AS m ON m.seq = x.msg_seq
+        JOIN teams AS t ON t.team_pk = m.team_pk
+        JOIN members AS r ON r.member_pk = x.reader_pk
+        ORDER BY 2, 1, 3
+        """
+    )
+    directory = destination.parent if str(destination.parent) else Path(".")
+    if not directory.is_dir():
+        raise InvalidInput("file", f"directory {directory} does not exist")
+    count = 0
+    fd, temp_name = tempfile.mkstemp(prefix=".syncengine-export-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+            for row in rows:
+                if row[0] == 0:
+                    record: dict[str, object] = {
+                        "type": "message_sent",
+                        "id": row[3],
+                        "team": row[4],
+                        "from": row[5],
+                        "to": row[6],
+                        "body": row[7],
+                        "at": row[8],
+                    }
+                    if row[9] != ORIGIN_LOCAL:
+                        record["origin"] = row[9]
+                else:
+                    record = {
+                        "type": "message_read",
+                        "id": row[3],
+                        "msg_id": row[5],
+                        "team": row[4],
+                        "agent": row[6],
+                        "at": row[8],
+                    }
+                out.write(dump_record(record))
+                out.write("\n")
+                count += 1
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp_name, destination)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+        raise
+    return count
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _string(record: dict[str, Any], key: str, where: str) -> str:
+    value = record.get(key)
+    if not isinstance(value, str):
+        raise InvalidInput(f"{where}.{key}", "required string field is missing or not a string")
+    return value
+
+
+def parse_jsonl(data: bytes, source: str) -> list[tuple[int, dict[str, Any]]]:
+    """Strict JSONL: UTF-8, one object per newline-terminated line."""
+    if not data:
+        return []
+    if not data.endswith(b"\n"):
+        raise InvalidInput(source, "input is truncated: the last line has no newline")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(source, f"input is not UTF-8 (byte {exc.start})") from None
+    records: list[tuple[int, dict[str, Any]]] = []
+    for number, line in enumerate(text.split("\n")[:-1], start=1):
+        if line.endswith("\r"):
+            raise InvalidInput(f"{source} line {number}", "carriage return before newline")
+        try:
+            value = json.loads(line, object_pairs_hook=_no_duplicate_keys)
+        except ValueError as exc:
+            raise InvalidInput(f"{source} line {number}", f"not valid JSON ({exc})") from None
+        if not isinstance(value, dict):
+            raise InvalidInput(f"{source} line {number}", "each line must be a JSON object")
+        records.append((number, value))
+    return records
+
+
+def import_events(conn: Any, data: bytes, source: str, now: str) -> tuple[int, int]:
+    """Apply an exported log; returns (events added, events already present)."""
+    added = skipped = 0
+    touched: set[int] = set()
+    for number, record in parse_jsonl(data, source):
+        where = f"{source} line {number}"
+        kind = record.get("type")
+        if not isinstance(kind, str):
+            raise InvalidInput(f"{where}.type", "every record needs a string 'type'")
+        if kind == "message_sent":
+            fresh = _import_sent(conn, record, where)
+        elif kind == "message_read":
+            fresh, reader = _import_read(conn, record, where)
+            touched.add(reader)
+        else:
+            continue  # a later schema's record type: v1 readers skip it
+        if fresh:
+            added += 1
+        else:
+            skipped += 1
+    for reader in sorted(touched):
+        advance_frontier(conn, reader, None)
+    return added, skipped
+
+
+def _resolve(conn: Any, record: dict[str, Any], where: str, agent_key: str) -> tuple[int, int]:
+    team = check_local_team(_string(record, "team", where), f"{where}.team")
+    agent = check_local_agent(_string(record, agent_key, where), f"{where}.{agent_key}")
+    try:
+        tkey = team_pk(conn, team)
+        return tkey, member_pk(conn, tkey, team, agent, f"{where}.{agent_key}")
+    except StoreError as exc:
+        raise InvalidInput(where, str(exc)) from None
+
+
+def _import_sent(conn: Any, record: dict[str, Any], where: str) -> bool:
+    message_id = check_message_id(_string(record, "id", where), f"{where}.id")
+    tkey, sender = _resolve(conn, record, where, "from")
+    _, recipient = _resolve(conn, record, where, "to")
+    body = check_body(record.get("body"), f"{where}.body")
+    at = normalize_at(record.get("at"), f"{where}.at")
+    origin = record.get("origin", ORIGIN_LOCAL)
+    if origin not in (ORIGIN_LOCAL, ORIGIN_IMPORTED):
+        raise InvalidInput(f"{where}.origin", "origin must be 'local' or 'imported'")
+    existing = conn.execute(
+        "SELECT sender_pk, recipient_pk, body, at, origin FROM messages"
+        " WHERE team_pk = ? AND id = ?",
+        (tkey, message_id),
+    ).fetchone()
+    if existing is not None:
+        if tuple(existing) != (sender, recipient, body, at, origin):
+            raise Conflict(f"{where}: message {message_id!r} is already stored with other content")
+        return False
+    conn.execute(
+        "INSERT INTO messages (id, team_pk, sender_pk, recipient_pk, body, at, origin)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (message_id, tkey, sender, recipient, body, at, origin),
+    )
+    return True
+
+
+def _import_read(conn: Any, record: dict[str, Any], where: str) -> tuple[bool, int]:
+    event_id = check_message_id(_string(record, "id", where), f"{where}.id")
+    msg_id = check_message_id(_string(record, "msg_id", where), f"{where}.msg_id")
+    tkey, reader = _resolve(conn, record, where, "agent")
+    at = normalize_at(record.get("at"), f"{where}.at")
+    row = conn.execute(
+        "SELECT seq, recipient_pk FROM messages WHERE team_pk = ? AND id = ?", (tkey, msg_id)
+    ).fetchone()
+    if row is None:
+        raise InvalidInput(f"{where}.msg_id", f"message {msg_id!r} is not in this team")
+    if row[1] != reader:
+        raise InvalidInput(f"{where}.msg_id", f"message {msg_id!r} is not addressed to this agent")
+    existing = conn.execute(
+        "SELECT msg_seq, reader_pk, at FROM message_reads WHERE id = ?", (event_id,)
+    ).fetchone()
+    if existing is not None:
+        if tuple(existing) != (row[0], reader, at):
+            raise Conflict(f"{where}: read event {event_id!r} is already stored with other content")
+        return False, reader
+    conn.execute(
+        "INSERT INTO message_reads (id, msg_seq, reader_pk, at, log_position)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (event_id, row[0], reader, at, log_tip(conn)),
+    )
+    return True, reader
+
+
+def compact(conn: Any) -> int:
+    """Coalesce duplicate read markers; returns how many events were removed."""
+    conn.execute(
+        """
+        DELETE FROM message_reads
+        WHERE read_seq NOT IN (
+            SELECT min(read_seq) FROM message_reads GROUP BY reader_pk, msg_seq)
+        """
+    )
+    removed: int = conn.changes()
+    return removed

@@ -1,0 +1,236 @@
+"""The message log: send, unread listing, history and watch (driver-interface
+§2.1–§2.3; specs/store.md §5).
+
+``messages.seq`` (``AUTOINCREMENT``) is the store's global message order and
+the delivery-cursor space: it is never reused or renumbered, so the high-water
+mark in ``sqlite_sequence`` can only move forward and every cursor handed out
+stays valid forever (§2.7 "cursor-safe"). Every query here is an index range
+scan whose cost grows with the page it returns, not with the log's length.
+
+These functions run inside a transaction the caller opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from syncengine.ids import new_uuid7
+from syncengine.store.errors import InvalidInput
+from syncengine.store.names import check_cursor_token, check_local_agent, check_local_team
+from syncengine.store.records import ORIGIN_LOCAL, MessageSent
+from syncengine.store.teams import member_pk, team_pk
+from wire.limits import MAX_BODY_BYTES
+
+__all__ = [
+    "OutgoingMessage",
+    "check_body",
+    "history",
+    "insert_messages",
+    "list_unread",
+    "log_tip",
+    "parse_pairs",
+    "watch_after",
+]
+
+_SELECT = """
+    SELECT m.id, t.name, s.name, r.name, m.body, m.at, m.origin, m.seq
+    FROM messages AS m
+    JOIN teams AS t ON t.team_pk = m.team_pk
+    JOIN members AS s ON s.member_pk = m.sender_pk
+    JOIN members AS r ON r.member_pk = m.recipient_pk
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    """One message to append: names as the caller gave them."""
+
+    team: str
+    sender: str
+    recipient: str
+    body: str
+
+
+def check_body(body: object, field: str = "body") -> str:
+    """Bodies are non-empty UTF-8 text of at most MAX_BODY_BYTES bytes — the
+    same bound the v1 plaintext imposes, so a stored message can always sync."""
+    if not isinstance(body, str):
+        raise InvalidInput(field, "body must be a string")
+    if body == "":
+        raise InvalidInput(field, "body must not be empty")
+    try:
+        size = len(body.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInput(field, "body is not valid UTF-8 text") from None
+    if size > MAX_BODY_BYTES:
+        raise InvalidInput(
+            field, f"body is {size} bytes; the limit is {MAX_BODY_BYTES} UTF-8 bytes"
+        )
+    return body
+
+
+def _row_to_message(row: tuple[Any, ...]) -> MessageSent:
+    return MessageSent(
+        id=row[0],
+        team=row[1],
+        sender=row[2],
+        recipient=row[3],
+        body=row[4],
+        at=row[5],
+        origin=row[6],
+    )
+
+
+def log_tip(conn: Any) -> int:
+    """The message high-water mark: the greatest ``seq`` ever allocated."""
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def insert_messages(conn: Any, outgoing: Iterable[OutgoingMessage], now: str) -> list[MessageSent]:
+    """Validate every message first, then append them all (one executemany).
+
+    Validation completes before the first insert, so bad input anywhere in a
+    batch stores nothing even before the enclosing transaction rolls back.
+    """
+    members: dict[tuple[str, str], tuple[int, int]] = {}
+    teams: dict[str, int] = {}
+    rows: list[tuple[str, int, int, int, str, str, str]] = []
+    sent: list[MessageSent] = []
+
+    def resolve(team: str, agent: str, field: str) -> tuple[int, int]:
+        key = (team, agent)
+        found = members.get(key)
+        if found is None:
+            tkey = teams.get(team)
+            if tkey is None:
+                check_local_team(team, "team")
+                tkey = teams[team] = team_pk(conn, team)
+            check_local_agent(agent, field)
+            found = members[key] = (tkey, member_pk(conn, tkey, team, agent, field))
+        return found
+
+    for message in outgoing:
+        tkey, sender = resolve(message.team, message.sender, "from")
+        _, recipient = resolve(message.team, message.recipient, "to")
+        check_body(message.body)
+        message_id = new_uuid7()
+        rows.append((message_id, tkey, sender, recipient, message.body, now, ORIGIN_LOCAL))
+        sent.append(
+            MessageSent(
+                message_id, message.team, message.sender, message.recipient, message.body, now
+            )
+        )
+    conn.executemany(
+        "INSERT INTO messages (id, team_pk, sender_pk, recipient_pk, body, at, origin)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    return sent
+
+
+def check_limit(limit: int | None) -> int:
+    """``--limit N``: a positive count; ``None`` means no limit (-1 to SQLite)."""
+    if limit is None:
+        return -1
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidInput("limit", "limit must be a positive integer")
+    return limit
+
+
+def list_unread(conn: Any, team: str, agent: str, limit: int | None) -> list[MessageSent]:
+    """Messages to ``agent`` not covered by its frontier or an exact read,
+    oldest first. The frontier bounds the scan from below; between it and the
+    tip only unread messages and exact exceptions are visited."""
+    check_local_team(team, "team")
+    check_local_agent(agent, "agent")
+    sql_limit = check_limit(limit)
+    tkey = team_pk(conn, team)
+    reader = member_pk(conn, tkey, team, agent)
+    rows = conn.execute(
+        _SELECT
+        + """
+        WHERE m.recipient_pk = :reader
+          AND m.seq > coalesce(
+                (SELECT local_position FROM read_frontiers WHERE member_pk = :reader), 0)
+          AND NOT EXISTS (
+                SELECT 1 FROM message_reads AS x
+                WHERE x.reader_pk = :reader AND x.msg_seq = m.seq)
+        ORDER BY m.seq
+        LIMIT :limit
+        """,
+        {"reader": reader, "limit": sql_limit},
+    ).fetchall()
+    return [_row_to_message(row) for row in rows]
+
+
+def history(conn: Any, team: str, agent: str | None, limit: int | None) -> list[MessageSent]:
+    """The most recent ``limit`` messages of the team (or those ``agent`` sent
+    or received), returned oldest→newest (driver-interface §2.1)."""
+    check_local_team(team, "team")
+    sql_limit = check_limit(limit)
+    tkey = team_pk(conn, team)
+    if agent:
+        check_local_agent(agent, "agent")
+        who = member_pk(conn, tkey, team, agent)
+        # Two index range scans (sent, received), each newest-first and
+        # bounded by the limit, merged; never a scan of the whole team.
+        selector = """
+            WHERE m.seq IN (
+                SELECT seq FROM (SELECT seq FROM messages WHERE sender_pk = :who
+                                 ORDER BY seq DESC LIMIT :limit)
+                UNION
+                SELECT seq FROM (SELECT seq FROM messages WHERE recipient_pk = :who
+                                 ORDER BY seq DESC LIMIT :limit))
+        """
+        params: dict[str, int] = {"who": who, "limit": sql_limit}
+    else:
+        selector = "WHERE m.team_pk = :team"
+        params = {"team": tkey, "limit": sql_limit}
+    rows = conn.execute(
+        "SELECT * FROM (" + _SELECT + selector + " ORDER BY m.seq DESC LIMIT :limit) ORDER BY 8",
+        params,
+    ).fetchall()
+    return [_row_to_message(row) for row in rows]
+
+
+def parse_pairs(conn: Any, pairs: Iterable[str]) -> list[int]:
+    """``team:agent`` subscription pairs → member keys (unknown ones refused)."""
+    keys: list[int] = []
+    for pair in pairs:
+        if not isinstance(pair, str) or pair.count(":") != 1:
+            raise InvalidInput("pair", f"subscription pair {pair!r} must be <team>:<agent>")
+        team, agent = pair.split(":")
+        check_local_team(team, "pair")
+        check_local_agent(agent, "pair")
+        key = member_pk(conn, team_pk(conn, team), team, agent, "pair")
+        if key not in keys:
+            keys.append(key)
+    if not keys:
+        raise InvalidInput("pair", "name at least one <team>:<agent> pair")
+    return keys
+
+
+def check_issued_cursor(conn: Any, token: str, field: str = "cursor") -> int:
+    """A cursor must be one this store could have issued: at most the tip."""
+    position = check_cursor_token(token, field)
+    if position > log_tip(conn):
+        raise InvalidInput(field, "cursor is ahead of this store's log (issued by another store?)")
+    return position
+
+
+def watch_after(conn: Any, token: str, pairs: Iterable[str]) -> tuple[list[MessageSent], str]:
+    """Every message after ``token`` addressed to a subscribed pair, in log
+    order, plus the tip the caller can resume from. The tip is read in the
+    same snapshot as the messages, so nothing between them can be skipped."""
+    keys = parse_pairs(conn, pairs)
+    after = check_issued_cursor(conn, token)
+    tip = log_tip(conn)
+    marks = ", ".join("?" for _ in keys)
+    rows = conn.execute(
+        _SELECT + f" WHERE m.recipient_pk IN ({marks}) AND m.seq > ? AND m.seq <= ? ORDER BY m.seq",
+        (*keys, after, tip),
+    ).fetchall()
+    return [_row_to_message(row) for row in rows], str(tip)

@@ -1,0 +1,86 @@
+"""Validation of names and identifiers at the store boundary.
+
+Agent names follow the v1 agent-name rules (``wire.scalars.check_agent_name``);
+team names the v1 display-name rules (``check_team_name``). Locally both must
+also be usable inside a ``team:agent`` subscription pair (driver-interface
+§2.2), so neither may contain ``:``, and a team name may not start with ``-``
+so it can never be mistaken for an option on a command line.
+
+Message IDs are UUIDv7 for our own writes; imports may carry legacy decimal
+IDs from older stores (driver-interface §2.5), which are accepted as opaque.
+"""
+
+from __future__ import annotations
+
+import re
+
+from syncengine.store.errors import InvalidInput
+from wire.errors import WireError
+from wire.scalars import check_agent_name, check_team_name, check_uuid7
+
+__all__ = [
+    "check_cursor_token",
+    "check_local_agent",
+    "check_local_team",
+    "check_message_id",
+]
+
+_LEGACY_ID = re.compile(r"[1-9][0-9]{0,18}")
+_UUID_ANY = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+_CURSOR = re.compile(r"0|[1-9][0-9]{0,18}")
+
+
+def check_local_team(text: object, field: str = "team") -> str:
+    try:
+        check_team_name(text, field)
+    except WireError as exc:
+        raise InvalidInput(field, exc.rule) from None
+    assert isinstance(text, str)
+    if ":" in text:
+        raise InvalidInput(field, "team name must not contain ':'")
+    if text.startswith("-"):
+        raise InvalidInput(field, "team name must not start with '-'")
+    if text != text.strip():
+        raise InvalidInput(field, "team name must not start or end with whitespace")
+    return text
+
+
+def check_local_agent(text: object, field: str = "agent") -> str:
+    try:
+        check_agent_name(text, field)
+    except WireError as exc:
+        raise InvalidInput(field, exc.rule) from None
+    assert isinstance(text, str)
+    if ":" in text:
+        raise InvalidInput(field, "agent name must not contain ':'")
+    return text
+
+
+def check_message_id(text: object, field: str = "id", *, allow_legacy: bool = True) -> str:
+    """A message ID: lowercase canonical UUID (v7 for new writes) or a legacy
+    decimal ID when ``allow_legacy``."""
+    if isinstance(text, str):
+        if _UUID_ANY.fullmatch(text):
+            return text
+        if allow_legacy and _LEGACY_ID.fullmatch(text):
+            return text
+    raise InvalidInput(
+        field, "message id must be a lowercase canonical UUID or a legacy decimal id"
+    )
+
+
+def check_new_message_id(text: object, field: str = "id") -> str:
+    try:
+        return check_uuid7(text, field)
+    except WireError as exc:
+        raise InvalidInput(field, exc.rule) from None
+
+
+def check_cursor_token(text: object, field: str = "cursor") -> int:
+    """Our delivery cursors are canonical decimal log positions."""
+    if not isinstance(text, str) or _CURSOR.fullmatch(text) is None:
+        raise InvalidInput(field, "cursor must be a token issued by this store (decimal position)")
+    value = int(text)
+    if value > 2**63 - 1:
+        raise InvalidInput(field, "cursor is out of range")
+    return value

@@ -1,0 +1,242 @@
+"""The :class:`Store` facade: one object per store file, one transaction per
+state transition (specs/store.md §3).
+
+Every mutating method runs in exactly one ``BEGIN IMMEDIATE`` transaction,
+so a crash leaves it wholly applied or wholly absent; every multi-statement
+read runs in one snapshot. Opening never creates a store — only
+:meth:`Store.init` does — so a read on a machine that never used syncengine
+reports "not initialized" instead of materialising an empty file
+(driver-interface §2.1, ``storage_store_exists``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from syncengine.store import event_log, messages, read_state, teams
+from syncengine.store.connection import (
+    DEFAULT_BUSY_TIMEOUT_MS,
+    open_connection,
+    read_transaction,
+    translate_sqlite_errors,
+    write_transaction,
+)
+from syncengine.store.errors import CorruptStore, InvalidInput, StoreNotInitialized
+from syncengine.store.messages import OutgoingMessage
+from syncengine.store.migrations import LATEST_VERSION, migrate, schema_version
+from syncengine.store.paths import resolve_store_path
+from syncengine.store.records import MessageSent, Team, WatchResult
+from wire.scalars import format_timestamp
+
+__all__ = ["Store"]
+
+#: Advertised by ``describe``; sync capabilities join this when implemented.
+CAPABILITIES: tuple[str, ...] = ()
+
+
+def _now() -> str:
+    return format_timestamp(datetime.now(UTC))
+
+
+class Store:
+    """A local message store in one SQLite file.
+
+    ``path`` defaults to ``SYNCENGINE_STORE`` or the XDG state location. The
+    connection opens lazily on first use and is closed by :meth:`close` or by
+    leaving a ``with`` block.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    ) -> None:
+        self.path: Path = resolve_store_path(path)
+        self.busy_timeout_ms = busy_timeout_ms
+        self._conn: Any = None
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _connect(self, *, create: bool) -> Any:
+        if self._conn is None:
+            conn = open_connection(self.path, create=create, busy_timeout_ms=self.busy_timeout_ms)
+            try:
+                with translate_sqlite_errors(self.path):
+                    version = schema_version(conn)
+                    if version == 0 and not create:
+                        raise StoreNotInitialized(
+                            f"store at {self.path} is not initialized; run 'syncengine driver init'"
+                        )
+                    if version != LATEST_VERSION:
+                        migrate(conn, self.path)
+                    self._check_meta(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _check_meta(self, conn: Any) -> None:
+        row = conn.execute(
+            "SELECT value FROM store_meta WHERE key = 'driver_generation'"
+        ).fetchone()
+        if row is None:
+            raise CorruptStore(f"store {self.path} has no driver generation")
+
+    @property
+    def conn(self) -> Any:
+        return self._connect(create=False)
+
+    def init(self) -> None:
+        """Create the store (file, schema, generation) if absent; idempotent."""
+        self._connect(create=True)
+
+    def exists(self) -> bool:
+        """Whether an initialized store is at the path — never creates one."""
+        if self._conn is not None:
+            return True
+        if not self.path.is_file():
+            return False
+        try:
+            self._connect(create=False)
+        except StoreNotInitialized:
+            return False
+        return True
+
+    def check(self) -> None:
+        """Raise unless the store can be used (dependencies, file, schema)."""
+        self._connect(create=False)
+        with read_transaction(self.conn, self.path) as conn:
+            result = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if result != "ok":
+            raise CorruptStore(f"store {self.path} failed its integrity check: {result}")
+
+    def driver_generation(self) -> str:
+        with translate_sqlite_errors(self.path):
+            row = self.conn.execute(
+                "SELECT value FROM store_meta WHERE key = 'driver_generation'"
+            ).fetchone()
+        value: str = row[0]
+        return value
+
+    def describe(self) -> dict[str, str]:
+        """``key=value`` metadata for ``storage_describe``."""
+        from syncengine import __version__
+
+        return {
+            "name": "syncengine",
+            "description": "SQLite (APSW) local message store with relay sync",
+            "version": __version__,
+            "schema": "event-log-v1",
+            "store": str(self.path),
+            "capabilities": ",".join(CAPABILITIES),
+        }
+
+    # -- team registry -------------------------------------------------------------
+
+    def create_team(self, name: str, members: Sequence[str] = ()) -> Team:
+        with write_transaction(self.conn, self.path) as conn:
+            return teams.create_team(conn, name, tuple(members), _now())
+
+    def add_members(self, team: str, members: Sequence[str]) -> Team:
+        with write_transaction(self.conn, self.path) as conn:
+            return teams.add_members(conn, team, tuple(members), _now())
+
+    def rename_team(self, old: str, new: str) -> Team:
+        with write_transaction(self.conn, self.path) as conn:
+            return teams.rename_team(conn, old, new)
+
+    def team(self, name: str) -> Team:
+        with read_transaction(self.conn, self.path) as conn:
+            return teams.get_team(conn, name)
+
+    def list_teams(self) -> list[Team]:
+        with read_transaction(self.conn, self.path) as conn:
+            return teams.list_teams(conn)
+
+    # -- storage contract ----------------------------------------------------------
+
+    def send(self, team: str, sender: str, recipient: str, body: str) -> MessageSent:
+        """Append one message in its own transaction; returns the stored record."""
+        return self.send_many([OutgoingMessage(team, sender, recipient, body)])[0]
+
+    def send_many(self, outgoing: Iterable[OutgoingMessage]) -> list[MessageSent]:
+        """Append a batch in one transaction: all stored, or none."""
+        items = list(outgoing)
+        if not items:
+            return []
+        with write_transaction(self.conn, self.path) as conn:
+            return messages.insert_messages(conn, items, _now())
+
+    def list_unread(self, team: str, agent: str, limit: int | None = None) -> list[MessageSent]:
+        with read_transaction(self.conn, self.path) as conn:
+            return messages.list_unread(conn, team, agent, limit)
+
+    def mark_read_batch(self, team: str, agent: str, message_ids: Sequence[str]) -> None:
+        with write_transaction(self.conn, self.path) as conn:
+            read_state.mark_read(conn, team, agent, list(message_ids), _now())
+
+    def read_cursor_get(self, team: str, agent: str) -> str:
+        with read_transaction(self.conn, self.path) as conn:
+            return read_state.read_cursor_get(conn, team, agent)
+
+    def read_cursor_consume(
+        self, team: str, agent: str, cursor: str, message_ids: Sequence[str] = ()
+    ) -> str:
+        with write_transaction(self.conn, self.path) as conn:
+            return read_state.read_cursor_consume(
+                conn, team, agent, cursor, list(message_ids), _now()
+            )
+
+    def watch_tip(self, pairs: Sequence[str]) -> str:
+        with read_transaction(self.conn, self.path) as conn:
+            messages.parse_pairs(conn, pairs)
+            return str(messages.log_tip(conn))
+
+    def watch_after(self, cursor: str, pairs: Sequence[str]) -> WatchResult:
+        with read_transaction(self.conn, self.path) as conn:
+            found, tip = messages.watch_after(conn, cursor, pairs)
+        return WatchResult(messages=tuple(found), cursor=tip)
+
+    def history(
+        self, team: str, agent: str | None = None, limit: int | None = None
+    ) -> list[MessageSent]:
+        with read_transaction(self.conn, self.path) as conn:
+            return messages.history(conn, team, agent, limit)
+
+    def export(self, destination: str | os.PathLike[str]) -> int:
+        with read_transaction(self.conn, self.path) as conn:
+            return event_log.export_events(conn, Path(destination))
+
+    def import_file(self, source: str | os.PathLike[str]) -> tuple[int, int]:
+        """Import an exported log; returns (events added, events already present)."""
+        try:
+            data = Path(source).read_bytes()
+        except OSError as exc:
+            raise InvalidInput("file", f"cannot read {source}: {exc.strerror}") from None
+        return self.import_bytes(data, str(source))
+
+    def import_bytes(self, data: bytes, source: str = "input") -> tuple[int, int]:
+        with write_transaction(self.conn, self.path) as conn:
+            return event_log.import_events(conn, data, source, _now())
+
+    def compact(self) -> int:
+        """Coalesce redundant read markers; returns the number removed."""
+        with write_transaction(self.conn, self.path) as conn:
+            return event_log.compact(conn)
