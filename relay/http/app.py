@@ -1,0 +1,363 @@
+"""The relay's ASGI application: v1 routes on Starlette, one error envelope.
+
+Request pipeline for team-scoped endpoints (v1.md "Scope and conventions"):
+protocol version (426) → team header (400) → bearer credential (401) →
+authorization against the team (404/403, one read transaction) → body (413/
+400, now team-bound) → the operation's own storage transaction, which
+re-authenticates so a concurrent revocation cannot be outrun.
+
+Every response — success, refusal, unknown route, crash — passes through
+:class:`ProtocolHeaders`, which stamps ``Agmsg-Protocol-Version: 1`` and
+``Cache-Control: no-store`` and writes one structured access-log line with no
+body, credential, token, envelope or query string. Redirects are never
+produced: slash redirection is disabled and there is no redirecting route.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route, Router
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from relay.errors import (
+    InternalError,
+    InvalidPairingToken,
+    InvalidRequest,
+    MethodNotAllowed,
+    RelayError,
+    RouteNotFound,
+    Unauthenticated,
+    Unavailable,
+)
+from relay.http import bodies, render
+from relay.http.intake import (
+    query_params,
+    read_json_body,
+    require_bearer,
+    require_no_body,
+    require_protocol_version,
+    require_team_id,
+)
+from relay.limits import (
+    DEFAULT_PAGE_LIMIT,
+    MAX_PAGE_LIMIT,
+    PAIRING_TOKEN_TTL_SECONDS,
+    PROTOCOL_VERSION,
+    SUPPORTED_VERSIONS,
+)
+from relay.secrets import hash_secret, new_credential_secret, new_uuid7, timestamp, utc_now
+from relay.storage.base import RelayStore
+from relay.storage.records import Access, TeamBinding
+from wire.errors import WireError
+from wire.http_v1 import paths
+from wire.scalars import check_uuid7, parse_seq
+
+__all__ = ["PAIRING_TOKEN_TTL", "ProtocolHeaders", "create_app"]
+
+PAIRING_TOKEN_TTL = timedelta(seconds=PAIRING_TOKEN_TTL_SECONDS)
+_access_log = logging.getLogger("relay.access")
+_error_log = logging.getLogger("relay.errors")
+T = TypeVar("T")
+Clock = Callable[[], datetime]
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+_PROTOCOL_HEADER = b"agmsg-protocol-version"
+_STAMPED = (
+    (_PROTOCOL_HEADER, str(PROTOCOL_VERSION).encode()),
+    (b"cache-control", b"no-store"),
+)
+
+
+def _json_bytes(document: dict[str, Any]) -> bytes:
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def json_response(
+    document: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    return Response(_json_bytes(document), status, headers, media_type="application/json")
+
+
+class ProtocolHeaders:
+    """Outermost ASGI layer: protocol headers, crash envelope, access log."""
+
+    def __init__(self, app: ASGIApp, server_instance_id: str) -> None:
+        self._app = app
+        self._server_instance_id = server_instance_id
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 0
+        response_started = False
+
+        async def stamped_send(message: Message) -> None:
+            nonlocal status, response_started
+            if message["type"] == "http.response.start":
+                response_started = True
+                status = int(message["status"])
+                headers = [
+                    (name, value)
+                    for name, value in message.get("headers", [])
+                    if name.lower() not in (_PROTOCOL_HEADER, b"cache-control")
+                ]
+                headers.extend(_STAMPED)
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self._app(scope, receive, stamped_send)
+        except Exception as exc:  # the envelope must hold even for a bug
+            _error_log.error("unhandled %s on %s", type(exc).__name__, scope.get("path", ""))
+            if response_started:
+                raise
+            error = InternalError()
+            response = json_response(render.error(error, None), error.status)
+            await response(scope, receive, stamped_send)
+        finally:
+            _access_log.info(
+                json.dumps(
+                    {
+                        "event": "access",
+                        "method": scope.get("method", ""),
+                        "path": scope.get("path", ""),
+                        "status": status,
+                        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                    },
+                    sort_keys=True,
+                )
+            )
+
+
+class _Handlers:
+    def __init__(self, store: RelayStore, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+
+    # -- plumbing -----------------------------------------------------------------------------
+    async def call(self, fn: Callable[..., T], *args: Any, team_id: str | None = None) -> T:
+        """Run a storage operation off the event loop and bind its errors.
+
+        401s are produced before resolution and stay unbound; anything else
+        the store raises happened after the database (and, with ``team_id``,
+        the team) was resolved.
+        """
+        try:
+            return await run_in_threadpool(fn, *args)
+        except RelayError as exc:
+            if not isinstance(exc, Unauthenticated | InvalidPairingToken):
+                exc.bind_server()
+                if team_id is not None:
+                    exc.bind_team(team_id)
+            raise
+
+    async def team_request(self, request: Request) -> tuple[Access, TeamBinding]:
+        require_protocol_version(request)
+        team_id = require_team_id(request)
+        secret = require_bearer(request)
+        access = Access(team_id, hash_secret(secret))
+        binding = await self.call(self.store.authorize, access)
+        return access, binding
+
+    def now(self) -> str:
+        return timestamp(self.clock())
+
+    @property
+    def sid(self) -> str:
+        return self.store.server_instance_id
+
+    # -- endpoints ----------------------------------------------------------------------------
+    async def health(self, request: Request) -> Response:
+        supported = {"supported_versions": list(SUPPORTED_VERSIONS)}
+        try:
+            instance_id = await run_in_threadpool(self.store.probe)
+        except Unavailable:
+            return json_response(
+                {"status": "unavailable", "protocol": supported, "database": "unavailable"},
+                503,
+                {"Retry-After": "1"},
+            )
+        return json_response(
+            {
+                "status": "ok",
+                "server_instance_id": instance_id,
+                "protocol": supported,
+                "database": "ok",
+            }
+        )
+
+    async def capabilities(self, request: Request) -> Response:
+        access, _ = await self.team_request(request)
+        try:
+            require_no_body(request)
+            query_params(request, frozenset())
+        except RelayError as exc:
+            raise exc.bind_team(access.team_id) from None
+        snapshot = await self.call(self.store.capabilities, access, team_id=access.team_id)
+        return json_response(render.capabilities(self.sid, snapshot))
+
+    async def post_messages(self, request: Request) -> Response:
+        access, _ = await self.team_request(request)
+        try:
+            query_params(request, frozenset())
+            body = await read_json_body(request)
+            batch = bodies.parse_message_batch(body.value)
+        except RelayError as exc:
+            raise exc.bind_team(access.team_id) from None
+        result = await self.call(
+            self.store.post_messages, access, batch, self.now(), team_id=access.team_id
+        )
+        return json_response(render.post_result(self.sid, result))
+
+    async def get_messages(self, request: Request) -> Response:
+        access, _ = await self.team_request(request)
+        try:
+            require_no_body(request)
+            params = query_params(request, frozenset({"after", "limit"}))
+            if "after" not in params:
+                raise InvalidRequest(
+                    "query parameter after is required", details={"field": "after"}
+                )
+            after = parse_seq(params["after"], "after")
+            limit = DEFAULT_PAGE_LIMIT
+            if "limit" in params:
+                raw = params["limit"]
+                if not (raw.isascii() and raw.isdigit() and raw[0] != "0" and len(raw) <= 4):
+                    raise InvalidRequest(
+                        "limit must be an integer 1..1000", details={"field": "limit"}
+                    )
+                limit = int(raw)
+                if limit > MAX_PAGE_LIMIT:
+                    raise InvalidRequest(
+                        "limit must be an integer 1..1000", details={"field": "limit"}
+                    )
+        except WireError as exc:
+            raise InvalidRequest(
+                exc.rule, details={"field": exc.field}, team_id=access.team_id
+            ) from None
+        except RelayError as exc:
+            raise exc.bind_team(access.team_id) from None
+        page = await self.call(
+            self.store.page_messages, access, after, limit, team_id=access.team_id
+        )
+        return json_response(render.message_page(self.sid, page))
+
+    async def members(self, request: Request) -> Response:
+        access, _ = await self.team_request(request)
+        try:
+            require_no_body(request)
+            query_params(request, frozenset())
+        except RelayError as exc:
+            raise exc.bind_team(access.team_id) from None
+        roster = await self.call(self.store.members, access, team_id=access.team_id)
+        return json_response(render.roster(self.sid, roster))
+
+    async def read_state_sync(self, request: Request) -> Response:
+        access, _ = await self.team_request(request)
+        try:
+            query_params(request, frozenset())
+            body = await read_json_body(request)
+            parsed = bodies.parse_read_state_request(body.value)
+        except RelayError as exc:
+            raise exc.bind_team(access.team_id) from None
+        page = await self.call(self.store.sync_read_state, access, parsed, team_id=access.team_id)
+        return json_response(render.read_state_page(self.sid, page))
+
+    async def pairing_exchange(self, request: Request) -> Response:
+        require_protocol_version(request)
+        query_params(request, frozenset())
+        body = await read_json_body(request)
+        token = bodies.parse_pairing_exchange(body.value)
+        secret = new_credential_secret()
+        result = await self.call(
+            self.store.exchange_pairing_token,
+            hash_secret(token),
+            new_uuid7(),
+            hash_secret(secret),
+            self.now(),
+        )
+        return json_response(render.exchange_result(self.sid, result, secret))
+
+    async def revoke(self, request: Request) -> Response:
+        require_protocol_version(request)
+        team_id = require_team_id(request)
+        secret = require_bearer(request)
+        require_no_body(request)
+        query_params(request, frozenset())
+        raw_id = request.path_params["credential_id"]
+        try:
+            credential_id = check_uuid7(raw_id, "credential_id")
+        except WireError as exc:
+            raise InvalidRequest(exc.rule, details={"field": exc.field}) from None
+        access = Access(team_id, hash_secret(secret))
+        result = await self.call(
+            self.store.revoke_own_credential, access, credential_id, self.now()
+        )
+        return json_response(render.revoke_result(self.sid, result))
+
+
+def _guard(methods: frozenset[str], endpoint: Endpoint, handlers: _Handlers) -> Endpoint:
+    """Method check and the single error envelope around one endpoint."""
+
+    async def guarded(request: Request) -> Response:
+        try:
+            if request.method not in methods:
+                raise MethodNotAllowed(headers={"Allow": ", ".join(sorted(methods))})
+            return await endpoint(request)
+        except RelayError as exc:
+            sid = handlers.sid if exc.server_bound else None
+            return json_response(render.error(exc, sid), exc.status, exc.headers)
+
+    return guarded
+
+
+_ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+def create_app(store: RelayStore, *, clock: Clock = utc_now) -> ProtocolHeaders:
+    """Build the v1 ASGI application around one store."""
+    handlers = _Handlers(store, clock)
+    get, post = frozenset({"GET"}), frozenset({"POST"})
+    table: list[tuple[str, frozenset[str], Endpoint]] = [
+        (paths.HEALTH, get, handlers.health),
+        (paths.CAPABILITIES, get, handlers.capabilities),
+        (paths.MEMBERS, get, handlers.members),
+        (paths.READ_STATE_SYNC, post, handlers.read_state_sync),
+        (paths.PAIRING_EXCHANGE, post, handlers.pairing_exchange),
+        ("/v1/credentials/{credential_id}/revoke", post, handlers.revoke),
+    ]
+    routes = [
+        Route(path, _guard(methods, endpoint, handlers), methods=_ALL_METHODS)
+        for path, methods, endpoint in table
+    ]
+
+    async def messages(request: Request) -> Response:
+        if request.method == "POST":
+            return await handlers.post_messages(request)
+        return await handlers.get_messages(request)
+
+    routes.append(
+        Route(
+            paths.MESSAGES,
+            _guard(frozenset({"GET", "POST"}), messages, handlers),
+            methods=_ALL_METHODS,
+        )
+    )
+
+    async def not_found(scope: Scope, receive: Receive, send: Send) -> None:
+        error = RouteNotFound()
+        await json_response(render.error(error, None), error.status)(scope, receive, send)
+
+    router = Router(routes, redirect_slashes=False, default=not_found)
+    return ProtocolHeaders(router, store.server_instance_id)

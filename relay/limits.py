@@ -1,0 +1,77 @@
+"""Every number the relay enforces, named once (server/spec/v1.md).
+
+Protocol numbers are owned by :mod:`wire.limits` and
+:mod:`wire.http_v1.limits`; they are re-exported here under the names the
+relay uses, so a reviewer checks relay policy in one place and nothing is
+restated. Only relay-side choices (defaults, retry hints) are defined here.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from wire.http_v1.limits import (
+    MAX_EXACT_PER_MEMBER,
+    MAX_EXACT_PER_TEAM,
+    MAX_MEMBERS,
+    MAX_POLICY_HISTORY,
+    MAX_READ_EXACT_IDS,
+    MAX_READ_PAGE_LIMIT,
+    MAX_READ_UPDATE_MEMBERS,
+    MAX_SECRET_CHARS,
+    PAIRING_TOKEN_TTL_SECONDS,
+)
+from wire.limits import (
+    DEFAULT_PAGE_LIMIT,
+    ENVELOPE_VERSION,
+    MAX_BATCH,
+    MAX_BLOB_BYTES,
+    MAX_NAME_SCALARS,
+    MAX_PAGE_LIMIT,
+    MAX_REQUEST_BYTES,
+    MAX_SEQ,
+    PROTOCOL_VERSION,
+)
+
+__all__ = [
+    "ACCEPTED_ENVELOPE_VERSIONS",
+    "DEFAULT_PAGE_LIMIT",
+    "DEFAULT_WRITE_ALLOWED_CIPHERS",
+    "MAX_BATCH",
+    "MAX_BLOB_BYTES",
+    "MAX_EXACT_PER_MEMBER",
+    "MAX_EXACT_PER_TEAM",
+    "MAX_MEMBERS",
+    "MAX_NAME_SCALARS",
+    "MAX_PAGE_LIMIT",
+    "MAX_POLICY_HISTORY",
+    "MAX_READ_EXACT_IDS",
+    "MAX_READ_PAGE_LIMIT",
+    "MAX_READ_UPDATE_MEMBERS",
+    "MAX_REQUEST_BYTES",
+    "MAX_SECRET_CHARS",
+    "MAX_SEQ",
+    "PAIRING_TOKEN_TTL_SECONDS",
+    "PROTOCOL_VERSION",
+    "RETRY_AFTER_SECONDS",
+    "STORABLE_CIPHERS",
+    "SUPPORTED_VERSIONS",
+]
+
+#: Protocol versions this relay serves; the 426 body advertises them.
+SUPPORTED_VERSIONS: Final[tuple[int, ...]] = (PROTOCOL_VERSION,)
+
+#: Envelope versions this relay can store (422 unsupported-cipher otherwise).
+ACCEPTED_ENVELOPE_VERSIONS: Final[tuple[int, ...]] = (ENVELOPE_VERSION,)
+
+#: Cipher profiles this relay recognizes and stores opaquely. A well-formed
+#: identifier outside this set is 422 for a new ID; inside it but outside the
+#: team's policy it is 403 (v1.md "POST /v1/messages", step 3).
+STORABLE_CIPHERS: Final[tuple[str, ...]] = ("age-v1", "none")
+
+#: Write policy of a newly provisioned team (revision 0, effective from 1).
+#: Operators narrow it with ``syncengine relay policy set``.
+DEFAULT_WRITE_ALLOWED_CIPHERS: Final[tuple[str, ...]] = ("age-v1", "none")
+
+#: ``Retry-After`` on 503 (v1.md: servers MAY include it).
+RETRY_AFTER_SECONDS: Final = 1

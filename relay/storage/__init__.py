@@ -1,0 +1,1 @@
+"""Relay storage: the :class:`RelayStore` interface and its SQLite implementation."""

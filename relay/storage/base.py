@@ -1,0 +1,99 @@
+"""The narrow storage interface the HTTP layer and the admin CLI depend on.
+
+Every method is exactly one storage transaction (crash safety: a state
+transition either commits whole or not at all). Data-plane methods take an
+:class:`Access` and re-authenticate inside their own transaction, so a
+credential revoked concurrently can never write after its revocation commits.
+
+The SQLite implementation lives in :mod:`relay.storage.sqlite`; a PostgreSQL
+implementation must provide the same semantics with ``SELECT … FOR UPDATE``
+on the team row where SQLite relies on its single-writer lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from relay.storage.records import (
+    Access,
+    CapabilitySnapshot,
+    CredentialInfo,
+    ExchangeResult,
+    IncomingMessage,
+    IssuedToken,
+    MessagePage,
+    PolicyEntry,
+    PostResult,
+    ProvisioningDocument,
+    ReadStatePage,
+    ReadStateRequest,
+    RetentionResult,
+    RevokeResult,
+    Roster,
+    StoreStatus,
+    TeamBinding,
+    TeamSummary,
+)
+
+
+class RelayStore(Protocol):
+    """Storage for one relay deployment (one ``server_instance_id``)."""
+
+    @property
+    def server_instance_id(self) -> str:
+        """The immutable deployment ID, read once when the store opened."""
+        ...
+
+    # -- readiness --------------------------------------------------------
+    def probe(self) -> str:
+        """Open and read the database afresh; return its server_instance_id.
+
+        Raises :class:`relay.errors.Unavailable` when the database cannot be
+        opened or read (v1.md "GET /v1/health").
+        """
+        ...
+
+    # -- data plane -------------------------------------------------------
+    def authorize(self, access: Access) -> TeamBinding:
+        """401/404/403 before a body is read; the operation re-checks."""
+        ...
+
+    def capabilities(self, access: Access) -> CapabilitySnapshot: ...
+
+    def post_messages(
+        self, access: Access, batch: Sequence[IncomingMessage], received_at: str
+    ) -> PostResult: ...
+
+    def page_messages(self, access: Access, after: int, limit: int) -> MessagePage: ...
+
+    def members(self, access: Access) -> Roster: ...
+
+    def sync_read_state(self, access: Access, request: ReadStateRequest) -> ReadStatePage: ...
+
+    def exchange_pairing_token(
+        self, token_hash: bytes, credential_id: str, credential_hash: bytes, now: str
+    ) -> ExchangeResult: ...
+
+    def revoke_own_credential(self, access: Access, credential_id: str, now: str) -> RevokeResult:
+        """Self-revocation; a revoked bearer may repeat it (idempotent)."""
+        ...
+
+    # -- operator control plane --------------------------------------------
+    def apply_provisioning(self, document: ProvisioningDocument, now: str) -> TeamSummary: ...
+
+    def issue_pairing_token(
+        self, team_id: str, token_hash: bytes, device_name: str | None, now: str, expires_at: str
+    ) -> IssuedToken: ...
+
+    def list_credentials(self, team_id: str | None) -> tuple[CredentialInfo, ...]: ...
+
+    def revoke_credential(self, team_id: str, credential_id: str, now: str) -> CredentialInfo: ...
+
+    def set_policy(self, team_id: str, write_allowed_ciphers: Sequence[str]) -> PolicyEntry: ...
+
+    def retain(self, team_id: str, through_seq: int) -> RetentionResult: ...
+
+    def status(self) -> StoreStatus: ...
+
+    def close(self) -> None: ...
