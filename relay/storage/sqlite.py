@@ -26,10 +26,10 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import apsw
 
@@ -222,6 +222,19 @@ _UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+class _Db(Protocol):
+    """The slice of an APSW connection the queries use; rows come back untyped."""
+
+    def execute(self, statements: str, bindings: Any = ..., /) -> Any: ...
+
+    def executemany(self, statements: str, sequenceofbindings: Any, /) -> Any: ...
+
+    def changes(self) -> int: ...
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class _Team:
     pk: int
@@ -308,10 +321,8 @@ class SqliteRelayStore:
     def close(self) -> None:
         with self._all_lock:
             for conn in self._all:
-                try:
+                with suppress(apsw.Error):  # best effort at shutdown
                     conn.close()
-                except apsw.Error:  # pragma: no cover - best effort at shutdown
-                    pass
             self._all.clear()
         self._local = threading.local()
 
@@ -339,13 +350,11 @@ class SqliteRelayStore:
             with self._all_lock:
                 if conn in self._all:
                     self._all.remove(conn)
-            try:
+            with suppress(apsw.Error):
                 conn.close()
-            except apsw.Error:  # pragma: no cover
-                pass
 
     @contextmanager
-    def _tx(self, write: bool) -> Iterator[apsw.Connection]:
+    def _tx(self, write: bool) -> Iterator[_Db]:
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
@@ -357,7 +366,7 @@ class SqliteRelayStore:
             raise
         conn.execute("COMMIT")
 
-    def _run(self, write: bool, body: Callable[[apsw.Connection], T]) -> T:
+    def _run(self, write: bool, body: Callable[[_Db], T]) -> T:
         """Run ``body`` as one transaction, mapping database failures to 503/500."""
         try:
             with self._tx(write) as conn:
@@ -377,7 +386,7 @@ class SqliteRelayStore:
 
     # -- shared reads ------------------------------------------------------------
     @staticmethod
-    def _read_instance_id(conn: apsw.Connection) -> str:
+    def _read_instance_id(conn: _Db) -> str:
         row = conn.execute(
             "SELECT value FROM relay_meta WHERE key = 'server_instance_id'"
         ).fetchone()
@@ -386,13 +395,13 @@ class SqliteRelayStore:
         return str(row[0])
 
     @staticmethod
-    def _team(conn: apsw.Connection, team_id: str) -> _Team | None:
+    def _team(conn: _Db, team_id: str) -> _Team | None:
         row = conn.execute(
             f"SELECT {_TEAM_COLUMNS} FROM teams WHERE team_id = ?", (team_id,)
         ).fetchone()
         return None if row is None else _Team(*row)
 
-    def _team_or_operator_error(self, conn: apsw.Connection, team_id: str) -> _Team:
+    def _team_or_operator_error(self, conn: _Db, team_id: str) -> _Team:
         team = self._team(conn, team_id)
         if team is None:
             raise OperatorError(
@@ -402,7 +411,7 @@ class SqliteRelayStore:
         return team
 
     def _authenticate(
-        self, conn: apsw.Connection, access: Access, *, allow_revoked: bool = False
+        self, conn: _Db, access: Access, *, allow_revoked: bool = False
     ) -> tuple[_Team, str]:
         """401, then 404 for an unprovisioned team, then 403 for another team's."""
         row = conn.execute(
@@ -420,7 +429,7 @@ class SqliteRelayStore:
         return team, str(credential_id)
 
     @staticmethod
-    def _policy_history(conn: apsw.Connection, team_pk: int) -> tuple[PolicyEntry, ...]:
+    def _policy_history(conn: _Db, team_pk: int) -> tuple[PolicyEntry, ...]:
         rows = conn.execute(
             "SELECT policy_revision, effective_from_seq, accepted_envelope_versions, "
             "write_allowed_ciphers FROM policy_history WHERE team_pk = ? "
@@ -432,7 +441,7 @@ class SqliteRelayStore:
             for rev, eff, versions, ciphers in rows
         )
 
-    def _snapshot(self, conn: apsw.Connection, team: _Team) -> CapabilitySnapshot:
+    def _snapshot(self, conn: _Db, team: _Team) -> CapabilitySnapshot:
         return CapabilitySnapshot(
             team.binding, team.current_seq, self._policy_history(conn, team.pk), MAX_BLOB_BYTES
         )
@@ -457,7 +466,7 @@ class SqliteRelayStore:
         return self._run(False, lambda c: self._authenticate(c, access)[0].binding)
 
     def capabilities(self, access: Access) -> CapabilitySnapshot:
-        def body(conn: apsw.Connection) -> CapabilitySnapshot:
+        def body(conn: _Db) -> CapabilitySnapshot:
             team, _ = self._authenticate(conn, access)
             return self._snapshot(conn, team)
 
@@ -466,7 +475,7 @@ class SqliteRelayStore:
     def post_messages(
         self, access: Access, batch: Sequence[IncomingMessage], received_at: str
     ) -> PostResult:
-        def body(conn: apsw.Connection) -> PostResult:
+        def body(conn: _Db) -> PostResult:
             team, _ = self._authenticate(conn, access)
             ids = json.dumps(sorted({m.wire_id for m in batch}))
             existing = {
@@ -522,7 +531,7 @@ class SqliteRelayStore:
         return result
 
     def page_messages(self, access: Access, after: int, limit: int) -> MessagePage:
-        def body(conn: apsw.Connection) -> MessagePage:
+        def body(conn: _Db) -> MessagePage:
             team, _ = self._authenticate(conn, access)
             if after < team.min_available_seq:
                 raise ResyncRequired(
@@ -549,14 +558,14 @@ class SqliteRelayStore:
         return self._run(False, body)
 
     def members(self, access: Access) -> Roster:
-        def body(conn: apsw.Connection) -> Roster:
+        def body(conn: _Db) -> Roster:
             team, _ = self._authenticate(conn, access)
             return Roster(team.binding, team.members_revision, self._active_members(conn, team))
 
         return self._run(False, body)
 
     @staticmethod
-    def _active_members(conn: apsw.Connection, team: _Team) -> tuple[Member, ...]:
+    def _active_members(conn: _Db, team: _Team) -> tuple[Member, ...]:
         registrations: dict[str, list[Registration]] = {}
         for member_id, reg_id, inst_id, reg_type in conn.execute(
             "SELECT member_id, registration_id, installation_id, type FROM registrations "
@@ -575,7 +584,7 @@ class SqliteRelayStore:
 
     # -- read state ----------------------------------------------------------------------------
     def sync_read_state(self, access: Access, request: ReadStateRequest) -> ReadStatePage:
-        def body(conn: apsw.Connection) -> ReadStatePage:
+        def body(conn: _Db) -> ReadStatePage:
             team, _ = self._authenticate(conn, access)
             if request.updates:
                 self._merge_read_updates(conn, team, request)
@@ -584,9 +593,7 @@ class SqliteRelayStore:
 
         return self._run(bool(request.updates), body)
 
-    def _merge_read_updates(
-        self, conn: apsw.Connection, team: _Team, request: ReadStateRequest
-    ) -> None:
+    def _merge_read_updates(self, conn: _Db, team: _Team, request: ReadStateRequest) -> None:
         """Validate, max-merge, set-union, GC on proof, then enforce the bounds."""
         member_ids = [u.member_id for u in request.updates]
         active = {
@@ -635,7 +642,8 @@ class SqliteRelayStore:
             if row is None or frontier != stored:
                 conn.execute(
                     "INSERT INTO read_frontiers(team_pk, member_id, server_seq) VALUES (?, ?, ?) "
-                    "ON CONFLICT(team_pk, member_id) DO UPDATE SET server_seq = excluded.server_seq",
+                    "ON CONFLICT(team_pk, member_id) "
+                    "DO UPDATE SET server_seq = excluded.server_seq",
                     (team.pk, update.member_id, frontier),
                 )
             conn.execute(
@@ -681,7 +689,7 @@ class SqliteRelayStore:
 
     @staticmethod
     def _read_page(
-        conn: apsw.Connection, team: _Team, after: ReadKey | None, limit: int
+        conn: _Db, team: _Team, after: ReadKey | None, limit: int
     ) -> tuple[tuple[ReadItem, ...], bool]:
         """One keyset page of the canonical (member_id, kind, wire_id) stream."""
         want = limit + 1
@@ -721,7 +729,7 @@ class SqliteRelayStore:
     def exchange_pairing_token(
         self, token_hash: bytes, credential_id: str, credential_hash: bytes, now: str
     ) -> ExchangeResult:
-        def body(conn: apsw.Connection) -> ExchangeResult:
+        def body(conn: _Db) -> ExchangeResult:
             row = conn.execute(
                 "SELECT t.team_pk, t.device_name, t.expires_at, t.consumed_at, teams.team_id "
                 "FROM pairing_tokens t JOIN teams USING (team_pk) WHERE t.token_hash = ?",
@@ -750,7 +758,7 @@ class SqliteRelayStore:
         return self._run(True, body)
 
     def revoke_own_credential(self, access: Access, credential_id: str, now: str) -> RevokeResult:
-        def body(conn: apsw.Connection) -> RevokeResult:
+        def body(conn: _Db) -> RevokeResult:
             team, own_id = self._authenticate(conn, access, allow_revoked=True)
             if credential_id != own_id:
                 raise CredentialScopeViolation(team_id=team.team_id)
@@ -771,7 +779,7 @@ class SqliteRelayStore:
         """Atomic replace of one team's roster (v1.md "GET /v1/members")."""
         _check_document_shape(document)
 
-        def body(conn: apsw.Connection) -> TeamSummary:
+        def body(conn: _Db) -> TeamSummary:
             team = self._team(conn, document.team_id)
             created = team is None
             if team is None:
@@ -805,7 +813,7 @@ class SqliteRelayStore:
         return self._run(True, body)
 
     @staticmethod
-    def _replace_roster(conn: apsw.Connection, team: _Team, document: ProvisioningDocument) -> None:
+    def _replace_roster(conn: _Db, team: _Team, document: ProvisioningDocument) -> None:
         existing = {
             member_id: bool(active)
             for member_id, active in conn.execute(
@@ -895,7 +903,7 @@ class SqliteRelayStore:
     def issue_pairing_token(
         self, team_id: str, token_hash: bytes, device_name: str | None, now: str, expires_at: str
     ) -> IssuedToken:
-        def body(conn: apsw.Connection) -> IssuedToken:
+        def body(conn: _Db) -> IssuedToken:
             team = self._team_or_operator_error(conn, team_id)
             conn.execute(
                 "INSERT INTO pairing_tokens(token_hash, team_pk, device_name, issued_at, "
@@ -907,7 +915,7 @@ class SqliteRelayStore:
         return self._run(True, body)
 
     def list_credentials(self, team_id: str | None) -> tuple[CredentialInfo, ...]:
-        def body(conn: apsw.Connection) -> tuple[CredentialInfo, ...]:
+        def body(conn: _Db) -> tuple[CredentialInfo, ...]:
             params: tuple[Any, ...] = ()
             where = ""
             if team_id is not None:
@@ -926,7 +934,7 @@ class SqliteRelayStore:
         return self._run(False, body)
 
     def revoke_credential(self, team_id: str, credential_id: str, now: str) -> CredentialInfo:
-        def body(conn: apsw.Connection) -> CredentialInfo:
+        def body(conn: _Db) -> CredentialInfo:
             team = self._team_or_operator_error(conn, team_id)
             conn.execute(
                 "UPDATE credentials SET revoked_at = ? WHERE credential_id = ? AND team_pk = ? "
@@ -963,7 +971,7 @@ class SqliteRelayStore:
                 f"choose from: {', '.join(STORABLE_CIPHERS)} (or none of them)",
             )
 
-        def body(conn: apsw.Connection) -> PolicyEntry:
+        def body(conn: _Db) -> PolicyEntry:
             team = self._team_or_operator_error(conn, team_id)
             if team.current_seq >= MAX_SEQ or team.policy_revision >= MAX_SEQ:
                 raise ProvisioningRejected("policy change would exceed the signed 64-bit maximum")
@@ -998,7 +1006,7 @@ class SqliteRelayStore:
         return self._run(True, body)
 
     def retain(self, team_id: str, through_seq: int) -> RetentionResult:
-        def body(conn: apsw.Connection) -> RetentionResult:
+        def body(conn: _Db) -> RetentionResult:
             team = self._team_or_operator_error(conn, team_id)
             if through_seq > team.current_seq:
                 raise ProvisioningRejected(
@@ -1012,7 +1020,7 @@ class SqliteRelayStore:
         return result
 
     @staticmethod
-    def _retain_locked(conn: apsw.Connection, team: _Team, through_seq: int) -> RetentionResult:
+    def _retain_locked(conn: _Db, team: _Team, through_seq: int) -> RetentionResult:
         """The one retention primitive, inside a transaction holding the write lock.
 
         Tombstones already exist (``wire_ids``), so the floor never becomes
@@ -1040,7 +1048,7 @@ class SqliteRelayStore:
         return RetentionResult(team.team_id, team.min_available_seq, new_floor, removed)
 
     def status(self) -> StoreStatus:
-        def body(conn: apsw.Connection) -> StoreStatus:
+        def body(conn: _Db) -> StoreStatus:
             teams = []
             for row in conn.execute(
                 f"SELECT {_TEAM_COLUMNS} FROM teams ORDER BY team_id"

@@ -17,6 +17,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "syncengine.cli.envelope",
     "syncengine.cli.driver",
     "syncengine.cli.team",
+    "syncengine.cli.relay",
 )
 
 

@@ -1,0 +1,349 @@
+"""``syncengine relay …``: the operator's control plane for one relay database.
+
+Subcommands (each takes ``--db PATH`` and ``--json``):
+
+* ``init``                      create the database and its immutable server_instance_id
+* ``serve``                     run HTTP API v1 (127.0.0.1 by default)
+* ``team apply DOC.json``       atomically replace a team's roster (creates the team)
+* ``token issue --team ID``     one pairing token, printed once to stdout
+* ``credential list|revoke``    device credentials (IDs only; secrets are never stored)
+* ``policy set --team ID --allow none,age-v1``  append a write-policy revision
+* ``retain --team ID --through SEQ``            manual retention
+* ``status``                    teams, sequences, floors, members, credentials
+
+No secret is ever read from argv: tokens and credentials are only ever
+*printed* (once), never accepted. Exit codes: 0 success, 2 operator error
+(message and remediation on stderr), 3 database unavailable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from relay.config import RETENTION_ENV, default_db_path, parse_retention
+from relay.errors import OperatorError, RelayError
+from relay.limits import PAIRING_TOKEN_TTL_SECONDS
+from relay.provisioning import parse_provisioning_document
+from relay.secrets import hash_secret, new_pairing_token, timestamp, utc_now
+from relay.storage.sqlite import SqliteRelayStore
+from wire.errors import WireError
+from wire.scalars import check_uuid7, parse_seq
+
+EXIT_OK = 0
+EXIT_OPERATOR = 2
+EXIT_UNAVAILABLE = 3
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "relay",
+        help="operate a relay server (init, serve, teams, tokens, credentials, policy, retention)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="relay_action", metavar="ACTION")
+    actions.required = True
+
+    def command(name: str, help_text: str, handler: Handler) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
+        _common(sub)
+        sub.set_defaults(handler=_guarded(handler))
+        return sub
+
+    command("init", "create a new relay database", _init)
+
+    serve = command("serve", "serve HTTP API v1", _serve)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8787, help="0 picks a free port")
+    serve.add_argument(
+        "--retention-max-live-messages",
+        default=None,
+        help=f"keep at most N live messages per team (or set {RETENTION_ENV})",
+    )
+    serve.add_argument("--busy-timeout-ms", type=int, default=5000, help=argparse.SUPPRESS)
+    serve.add_argument("--no-access-log", action="store_true")
+
+    team = actions.add_parser("team", help="provision teams")
+    team_actions = team.add_subparsers(dest="team_action", metavar="ACTION")
+    team_actions.required = True
+    apply = team_actions.add_parser("apply", help="apply a provisioning document")
+    _common(apply)
+    apply.add_argument("document", type=Path, help="JSON: team_id, team_name, members[]")
+    apply.set_defaults(handler=_guarded(_team_apply))
+
+    token = actions.add_parser("token", help="pairing tokens")
+    token_actions = token.add_subparsers(dest="token_action", metavar="ACTION")
+    token_actions.required = True
+    issue = token_actions.add_parser("issue", help="issue a 15-minute single-use pairing token")
+    _common(issue)
+    issue.add_argument("--team", required=True)
+    issue.add_argument("--device-name", default=None)
+    issue.set_defaults(handler=_guarded(_token_issue))
+
+    credential = actions.add_parser("credential", help="device credentials")
+    cred_actions = credential.add_subparsers(dest="credential_action", metavar="ACTION")
+    cred_actions.required = True
+    listing = cred_actions.add_parser("list", help="list credentials")
+    _common(listing)
+    listing.add_argument("--team", default=None)
+    listing.set_defaults(handler=_guarded(_credential_list))
+    revoke = cred_actions.add_parser("revoke", help="revoke one device credential")
+    _common(revoke)
+    revoke.add_argument("--team", required=True)
+    revoke.add_argument("credential_id")
+    revoke.set_defaults(handler=_guarded(_credential_revoke))
+
+    policy = actions.add_parser("policy", help="team write policy")
+    policy_actions = policy.add_subparsers(dest="policy_action", metavar="ACTION")
+    policy_actions.required = True
+    set_ = policy_actions.add_parser("set", help="append a policy revision")
+    _common(set_)
+    set_.add_argument("--team", required=True)
+    set_.add_argument("--allow", required=True, help="comma-separated ciphers, or 'nothing'")
+    set_.set_defaults(handler=_guarded(_policy_set))
+
+    retain = command("retain", "drop live messages through a sequence", _retain)
+    retain.add_argument("--team", required=True)
+    retain.add_argument("--through", required=True)
+
+    command("status", "show teams and their sequences", _status)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", type=Path, default=None, help="database path")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _guarded(handler: Handler) -> Handler:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except OperatorError as exc:
+            _fail(args, exc.message, exc.remediation)
+            return EXIT_OPERATOR
+        except RelayError as exc:
+            _fail(args, exc.message, "check that the database exists and is not locked")
+            return EXIT_UNAVAILABLE
+
+    return run
+
+
+def _fail(args: argparse.Namespace, message: str, remediation: str) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps({"error": message, "remediation": remediation}), file=sys.stderr)
+    else:
+        print(f"error: {message}", file=sys.stderr)
+        if remediation:
+            print(f"  fix: {remediation}", file=sys.stderr)
+
+
+def _db_path(args: argparse.Namespace) -> Path:
+    return args.db if args.db is not None else default_db_path()
+
+
+def _open(args: argparse.Namespace, **kwargs: Any) -> SqliteRelayStore:
+    path = _db_path(args)
+    if not path.exists():
+        raise OperatorError(f"no relay database at {path}", "create one: syncengine relay init")
+    return SqliteRelayStore(path, **kwargs)
+
+
+def _team_id(value: str) -> str:
+    try:
+        return check_uuid7(value, "--team")
+    except WireError as exc:
+        raise OperatorError(str(exc), "team IDs are canonical lowercase UUIDv7") from None
+
+
+def _emit(args: argparse.Namespace, document: dict[str, Any], text: str) -> None:
+    print(json.dumps(document, sort_keys=True) if args.json else text)
+
+
+def _init(args: argparse.Namespace) -> int:
+    path = _db_path(args)
+    instance_id = SqliteRelayStore.initialize(path)
+    _emit(
+        args,
+        {"db": str(path), "server_instance_id": instance_id},
+        f"created {path}\nserver_instance_id {instance_id}",
+    )
+    return EXIT_OK
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from relay.server import serve  # uvicorn only loads for this command
+
+    raw = args.retention_max_live_messages
+    retention = parse_retention(raw if raw is not None else os.environ.get(RETENTION_ENV))
+    store = _open(args, busy_timeout_ms=args.busy_timeout_ms, retention_max_live_messages=retention)
+    serve(store, args.host, args.port, access_log=not args.no_access_log)
+    return EXIT_OK
+
+
+def _team_apply(args: argparse.Namespace) -> int:
+    try:
+        data = args.document.read_bytes()
+    except OSError as exc:
+        raise OperatorError(f"cannot read {args.document}: {exc.strerror}") from None
+    document = parse_provisioning_document(data)
+    store = _open(args)
+    try:
+        summary = store.apply_provisioning(document, timestamp(utc_now()))
+    finally:
+        store.close()
+    verb = "created" if summary.created else "updated"
+    _emit(
+        args,
+        asdict(summary) | {"members_revision": str(summary.members_revision)},
+        f"{verb} team {summary.team_id} ({summary.team_name}): "
+        f"{summary.active_members} members, members_revision {summary.members_revision}",
+    )
+    return EXIT_OK
+
+
+def _token_issue(args: argparse.Namespace) -> int:
+    team_id = _team_id(args.team)
+    store = _open(args)
+    token = new_pairing_token()
+    now = utc_now()
+    try:
+        issued = store.issue_pairing_token(
+            team_id,
+            hash_secret(token),
+            args.device_name,
+            timestamp(now),
+            timestamp(now + timedelta(seconds=PAIRING_TOKEN_TTL_SECONDS)),
+        )
+    finally:
+        store.close()
+    # The token goes to stdout exactly once; it is stored only as a hash.
+    _emit(
+        args,
+        {"team_id": issued.team_id, "token": token, "expires_at": issued.expires_at},
+        token,
+    )
+    if not args.json:
+        print(f"expires at {issued.expires_at}; single use", file=sys.stderr)
+    return EXIT_OK
+
+
+def _credential_list(args: argparse.Namespace) -> int:
+    team_id = _team_id(args.team) if args.team is not None else None
+    store = _open(args)
+    try:
+        credentials = store.list_credentials(team_id)
+    finally:
+        store.close()
+    rows = [asdict(c) for c in credentials]
+    text = "\n".join(
+        f"{c.credential_id} team={c.team_id} device={c.device_name or '-'} "
+        f"created={c.created_at} revoked={c.revoked_at or '-'}"
+        for c in credentials
+    )
+    _emit(args, {"credentials": rows}, text or "no credentials")
+    return EXIT_OK
+
+
+def _credential_revoke(args: argparse.Namespace) -> int:
+    team_id = _team_id(args.team)
+    try:
+        credential_id = check_uuid7(args.credential_id, "credential_id")
+    except WireError as exc:
+        raise OperatorError(str(exc)) from None
+    store = _open(args)
+    try:
+        info = store.revoke_credential(team_id, credential_id, timestamp(utc_now()))
+    finally:
+        store.close()
+    _emit(args, asdict(info), f"revoked {info.credential_id} at {info.revoked_at}")
+    return EXIT_OK
+
+
+def _policy_set(args: argparse.Namespace) -> int:
+    team_id = _team_id(args.team)
+    raw = args.allow.strip()
+    ciphers = [] if raw == "nothing" else [c.strip() for c in raw.split(",") if c.strip()]
+    if not ciphers and raw != "nothing":
+        raise OperatorError("--allow is empty", "pass ciphers, or 'nothing' to refuse all writes")
+    store = _open(args)
+    try:
+        entry = store.set_policy(team_id, ciphers)
+    finally:
+        store.close()
+    _emit(
+        args,
+        entry.to_obj(),
+        f"policy_revision {entry.policy_revision} effective from {entry.effective_from_seq}: "
+        f"{', '.join(entry.write_allowed_ciphers) or '(no writes)'}",
+    )
+    return EXIT_OK
+
+
+def _retain(args: argparse.Namespace) -> int:
+    team_id = _team_id(args.team)
+    try:
+        through = parse_seq(args.through, "--through")
+    except WireError as exc:
+        raise OperatorError(str(exc)) from None
+    store = _open(args)
+    try:
+        result = store.retain(team_id, through)
+    finally:
+        store.close()
+    document = {
+        "team_id": result.team_id,
+        "old_floor": str(result.old_floor),
+        "new_floor": str(result.new_floor),
+        "rows_removed": result.rows_removed,
+    }
+    _emit(
+        args,
+        document,
+        f"floor {result.old_floor} -> {result.new_floor}; {result.rows_removed} live rows removed",
+    )
+    return EXIT_OK
+
+
+def _status(args: argparse.Namespace) -> int:
+    store = _open(args)
+    try:
+        status = store.status()
+    finally:
+        store.close()
+    teams = [
+        asdict(t)
+        | {
+            "current_seq": str(t.current_seq),
+            "min_available_seq": str(t.min_available_seq),
+            "members_revision": str(t.members_revision),
+            "policy_revision": str(t.policy_revision),
+        }
+        for t in status.teams
+    ]
+    lines = [f"db {_db_path(args)}", f"server_instance_id {status.server_instance_id}"]
+    for t in status.teams:
+        lines.append(
+            f"team {t.team_id} ({t.team_name}): seq {t.current_seq}, floor "
+            f"{t.min_available_seq}, live {t.live_messages}, members {t.active_members}, "
+            f"credentials {t.active_credentials}, ciphers {','.join(t.write_allowed_ciphers)}"
+        )
+    _emit(
+        args,
+        {
+            "db": str(_db_path(args)),
+            "server_instance_id": status.server_instance_id,
+            "teams": teams,
+        },
+        "\n".join(lines),
+    )
+    return EXIT_OK

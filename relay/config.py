@@ -1,0 +1,49 @@
+"""Relay configuration: database location and retention, validated up front.
+
+The retention setting follows retention-gap-resynchronization.md
+"Reference-server retention configuration": unset disables it; otherwise a
+canonical positive decimal no greater than the signed 64-bit maximum, and an
+invalid value fails startup before the relay listens.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from relay.errors import OperatorError
+from wire.errors import WireError
+from wire.scalars import parse_seq
+
+DB_ENV = "SYNCENGINE_RELAY_DB"
+RETENTION_ENV = "SYNCENGINE_RELAY_RETENTION_MAX_LIVE_MESSAGES"
+
+
+def default_db_path(env: Mapping[str, str] | None = None) -> Path:
+    """``$SYNCENGINE_RELAY_DB``, else ``$XDG_DATA_HOME/syncengine/relay.db``."""
+    environ = os.environ if env is None else env
+    explicit = environ.get(DB_ENV)
+    if explicit:
+        return Path(explicit)
+    data_home = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home) / "syncengine" / "relay.db"
+
+
+def parse_retention(value: str | None) -> int | None:
+    """Max live messages per team, or ``None`` when retention is disabled."""
+    if value is None or value == "":
+        return None
+    try:
+        count = parse_seq(value, RETENTION_ENV)
+    except WireError:
+        raise OperatorError(
+            "retention max live messages must be a canonical positive decimal",
+            f"set {RETENTION_ENV} (or --retention-max-live-messages) to e.g. 100000, or unset it",
+        ) from None
+    if count == 0:
+        raise OperatorError(
+            "retention max live messages must be positive",
+            f"unset {RETENTION_ENV} to disable automatic retention",
+        )
+    return count
