@@ -136,13 +136,19 @@ def _parse_float(text: str) -> float:
     return number
 
 
-def _parse_int(text: str) -> int:
-    if len(text) > 17:  # cheap bound before int(): 2^53 has 16 digits
-        raise CanonicalJsonError("", "integer outside the I-JSON exact range (±2^53−1)")
-    number = int(text)
-    if abs(number) > MAX_SAFE_INTEGER:
-        raise CanonicalJsonError("", "integer outside the I-JSON exact range (±2^53−1)")
-    return number
+def _parse_int(text: str) -> int | float:
+    if len(text) <= 17:  # cheap bound before int(): 2^53 has 16 digits
+        number = int(text)
+        if abs(number) <= MAX_SAFE_INTEGER:
+            return number
+    # Beyond ±2^53−1 only the canonical spelling of a double is accepted (it is
+    # what canonicalize emits for integral floats below 1e21, e.g. 1e20); any
+    # other integer would silently round in a JavaScript peer.
+    if len(text) <= 23:  # "-" and 22 digits: the longest canonical integer form
+        double = float(text)
+        if format_number(double) == text:
+            return double
+    raise CanonicalJsonError("", "integer outside the I-JSON exact range (±2^53−1)")
 
 
 def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
