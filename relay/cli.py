@@ -247,7 +247,7 @@ def _credential_list(args: argparse.Namespace) -> int:
     rows = [asdict(c) for c in credentials]
     text = "\n".join(
         f"{c.credential_id} team={c.team_id} device={c.device_name or '-'} "
-        f"created={c.created_at} revoked={c.revoked_at or '-'}"
+        f"paired={c.paired_at} revoked={c.revoked_at or '-'}"
         for c in credentials
     )
     _emit(args, {"credentials": rows}, text or "no credentials")

@@ -221,7 +221,7 @@ class CredentialInfo:
     credential_id: str
     team_id: str
     device_name: str | None
-    created_at: str
+    paired_at: str
     revoked_at: str | None
 
 

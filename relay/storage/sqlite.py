@@ -112,7 +112,7 @@ CREATE TABLE teams(
   min_available_seq INTEGER NOT NULL DEFAULT 0,
   members_revision INTEGER NOT NULL DEFAULT 0,
   policy_revision INTEGER NOT NULL DEFAULT 0,
-  created_at TEXT NOT NULL
+  provisioned_at TEXT NOT NULL
 );
 
 CREATE TABLE policy_history(
@@ -204,7 +204,7 @@ CREATE TABLE credentials(
   team_pk INTEGER NOT NULL REFERENCES teams(team_pk),
   secret_hash BLOB NOT NULL UNIQUE,
   device_name TEXT,
-  created_at TEXT NOT NULL,
+  paired_at TEXT NOT NULL,
   revoked_at TEXT
 ) WITHOUT ROWID;
 """
@@ -744,7 +744,7 @@ class SqliteRelayStore:
                 raise PairingTokenExpired(team_id=team_id, details={"expired_at": expires_at})
             conn.execute(
                 "INSERT INTO credentials(credential_id, team_pk, secret_hash, device_name, "
-                "created_at) VALUES (?, ?, ?, ?, ?)",
+                "paired_at) VALUES (?, ?, ?, ?, ?)",
                 (credential_id, team_pk, credential_hash, device_name, now),
             )
             conn.execute(
@@ -784,7 +784,7 @@ class SqliteRelayStore:
             created = team is None
             if team is None:
                 conn.execute(
-                    "INSERT INTO teams(team_id, team_name, created_at) VALUES (?, ?, ?)",
+                    "INSERT INTO teams(team_id, team_name, provisioned_at) VALUES (?, ?, ?)",
                     (document.team_id, document.team_name, now),
                 )
                 team = self._team(conn, document.team_id)
@@ -924,7 +924,7 @@ class SqliteRelayStore:
             return tuple(
                 CredentialInfo(*row)
                 for row in conn.execute(
-                    "SELECT c.credential_id, t.team_id, c.device_name, c.created_at, "
+                    "SELECT c.credential_id, t.team_id, c.device_name, c.paired_at, "
                     f"c.revoked_at FROM credentials c JOIN teams t USING (team_pk) {where} "
                     "ORDER BY c.credential_id",
                     params,
@@ -942,7 +942,7 @@ class SqliteRelayStore:
                 (now, credential_id, team.pk),
             )
             row = conn.execute(
-                "SELECT credential_id, device_name, created_at, revoked_at FROM credentials "
+                "SELECT credential_id, device_name, paired_at, revoked_at FROM credentials "
                 "WHERE credential_id = ? AND team_pk = ?",
                 (credential_id, team.pk),
             ).fetchone()
