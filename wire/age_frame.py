@@ -17,8 +17,8 @@ overruns the frame or leaves bytes behind is a frame failure
 
 from __future__ import annotations
 
+import re
 import struct
-import uuid
 
 from wire.errors import WireError
 
@@ -39,6 +39,7 @@ CONTEXT_MAX_BYTES = 110
 _MAX_KEY_ID_BYTES = 64
 _U32 = struct.Struct(">I")
 _U16 = struct.Struct(">H")
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 class FrameError(WireError):
@@ -46,13 +47,10 @@ class FrameError(WireError):
 
 
 def _uuid_bytes(text: str, field: str) -> bytes:
-    try:
-        parsed = uuid.UUID(text)
-    except (ValueError, TypeError, AttributeError):
-        raise FrameError(field, "must be a canonical UUID") from None
-    if str(parsed) != text:
+    """RFC 9562 bytes in network order of a lowercase canonical UUID string."""
+    if not isinstance(text, str) or _CANONICAL_UUID.fullmatch(text) is None:
         raise FrameError(field, "must be a lowercase canonical UUID")
-    return parsed.bytes
+    return bytes.fromhex(text.replace("-", ""))
 
 
 def build_context(

@@ -78,6 +78,17 @@ class EpochManifest:
 
     @classmethod
     def from_strings(cls, key_id: str, recipients: Iterable[str]) -> EpochManifest:
+        """Validate a manifest; the same (key_id, recipients) is parsed only once."""
+        items = tuple(recipients)
+        for index, text in enumerate(items):
+            if not isinstance(text, str):
+                raise ProfileError(f"recipients[{index}]", "must be an 'age1…' string")
+        if not isinstance(key_id, str):
+            raise ProfileError("key_id", "must be a string")
+        return _manifest(key_id, items)
+
+    @classmethod
+    def _parse(cls, key_id: str, recipients: tuple[str, ...]) -> EpochManifest:
         try:
             check_profile_key_id(key_id, "key_id")
         except ScalarError as exc:
@@ -85,8 +96,6 @@ class EpochManifest:
         parsed: list[X25519Recipient] = []
         seen: set[bytes] = set()
         for index, text in enumerate(recipients):
-            if not isinstance(text, str):
-                raise ProfileError(f"recipients[{index}]", "must be an 'age1…' string")
             try:
                 recipient = _recipient(text)
             except WireError as exc:
@@ -101,6 +110,12 @@ class EpochManifest:
 
     def contains(self, recipient: X25519Recipient) -> bool:
         return any(r.public_bytes == recipient.public_bytes for r in self.recipients)
+
+
+@functools.lru_cache(maxsize=256)
+def _manifest(key_id: str, recipients: tuple[str, ...]) -> EpochManifest:
+    # Errors are not cached (lru_cache only stores returned values).
+    return EpochManifest._parse(key_id, recipients)
 
 
 def install_identity(manifest: EpochManifest, identity_file: bytes) -> X25519Identity:

@@ -471,3 +471,9 @@ def test_stanza_floods_are_always_blocked(stanzas: list[bytes]) -> None:
     outcome = open_envelope(Envelope.from_blob_bytes("age-v1", "epoch-1", data), _ctx())
     assert isinstance(outcome, Blocked)
     assert outcome.state is BlockState.AUTHENTICATION_FAILED
+
+
+def test_manifest_refuses_non_string_recipients_naming_the_index() -> None:
+    with pytest.raises(ProfileError) as caught:
+        EpochManifest.from_strings("epoch-1", [RECIPIENTS[0], {"x": 1}])  # type: ignore[list-item]
+    assert caught.value.field == "recipients[1]"
