@@ -59,6 +59,9 @@ def decode_blob(text: str, field: str, max_bytes: int = MAX_BLOB_BYTES) -> bytes
         data = binascii.a2b_base64(raw, strict_mode=True)
     except (UnicodeEncodeError, binascii.Error):
         raise EnvelopeError(field, "blob must be canonical padded base64") from None
+    if len(raw) != 4 * ((len(data) + 2) // 3):
+        # binascii's strict mode still accepts "====" after a full quantum.
+        raise EnvelopeError(field, "blob base64 has excess padding (non-canonical)")
     tail = len(data) % 3
     if tail and raw[-4:] != base64.b64encode(data[-tail:]):
         raise EnvelopeError(field, "blob base64 has non-zero padding bits (non-canonical)")
@@ -88,8 +91,8 @@ class Envelope:
         cls, value: Any, field: str = "envelope", max_blob_bytes: int = MAX_BLOB_BYTES
     ) -> Envelope:
         """Validate an untrusted JSON object (exact member set) into an Envelope."""
-        obj = expect_object(value, field, _ENVELOPE_MEMBERS)
         try:
+            obj = expect_object(value, field, _ENVELOPE_MEMBERS)
             v = expect_int(obj["v"], join_field(field, "v"), minimum=0, maximum=_U32_MAX)
             cipher = check_cipher(obj["cipher"], join_field(field, "cipher"))
             key_id = check_key_id(obj["key_id"], join_field(field, "key_id"))

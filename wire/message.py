@@ -51,7 +51,10 @@ class Message:
 
     @classmethod
     def from_obj(cls, value: Any, field: str = "message") -> Message:
-        obj = expect_object(value, field, MESSAGE_MEMBERS)
+        try:
+            obj = expect_object(value, field, MESSAGE_MEMBERS)
+        except SchemaError as exc:
+            raise MessageError(exc.field, exc.rule) from None
         try:
             return cls(obj["body"], obj["created_at"], obj["from_agent"], obj["to_agent"])
         except MessageError as exc:
