@@ -29,3 +29,10 @@ def driver(driver_kind: str, store_path: Path) -> PythonDriver | BashDriver:
     if driver_kind == "python":
         return PythonDriver(store_path)
     return BashDriver(store_path)
+
+
+@pytest.fixture
+def seed(driver: PythonDriver | BashDriver, store_path: Path) -> PythonDriver:
+    """Set-up and cross-checks go through the fast Python path, so the
+    parametrized way in exercises only the operation under test."""
+    return PythonDriver(store_path)

@@ -70,9 +70,10 @@ def test_list_unread_is_recipient_scoped_and_limit_returns_the_oldest(driver: Dr
 
 def test_mark_read_batch_hides_only_that_recipients_copy_and_is_idempotent(
     driver: Driver,
+    seed: PythonDriver,
 ) -> None:
-    to_bob = driver.send("dev", "alice", "bob", "b")
-    to_carol = driver.send("dev", "alice", "carol", "c")
+    to_bob = seed.send("dev", "alice", "bob", "b")
+    to_carol = seed.send("dev", "alice", "carol", "c")
     driver.mark_read_batch("dev", "bob", to_bob)
     driver.mark_read_batch("dev", "bob", to_bob)
     assert driver.list_unread("dev", "bob") == []
@@ -81,28 +82,33 @@ def test_mark_read_batch_hides_only_that_recipients_copy_and_is_idempotent(
 
 def test_read_cursor_defaults_to_zero_and_consume_never_crosses_an_unread_hole(
     driver: Driver,
+    seed: PythonDriver,
 ) -> None:
     assert driver.read_cursor_get("dev", "bob") == "0"
-    m1 = driver.send("dev", "alice", "bob", "1")
-    driver.send("dev", "alice", "bob", "2")  # never displayed: a hard gap
-    m3 = driver.send("dev", "alice", "bob", "3")
+    m1 = seed.send("dev", "alice", "bob", "1")
+    seed.send("dev", "alice", "bob", "2")  # never displayed: a hard gap
+    m3 = seed.send("dev", "alice", "bob", "3")
     tip = driver.watch_tip("dev:bob")
     driver.read_cursor_consume("dev", "bob", tip, m1, m3)
     assert driver.read_cursor_get("dev", "bob") == "1"
     assert [r["body"] for r in driver.list_unread("dev", "bob")] == ["2"]
 
 
-def test_consume_advances_across_off_subscription_traffic_to_the_cursor(driver: Driver) -> None:
-    m1 = driver.send("dev", "alice", "bob", "for bob")
-    driver.send("dev", "alice", "carol", "for carol")
-    driver.send("ops", "alice", "dave", "elsewhere")
+def test_consume_advances_across_off_subscription_traffic_to_the_cursor(
+    driver: Driver, seed: PythonDriver
+) -> None:
+    m1 = seed.send("dev", "alice", "bob", "for bob")
+    seed.send("dev", "alice", "carol", "for carol")
+    seed.send("ops", "alice", "dave", "elsewhere")
     tip = driver.watch_tip("dev:bob")
     driver.read_cursor_consume("dev", "bob", tip, m1)
     assert driver.read_cursor_get("dev", "bob") == tip == "3"
 
 
-def test_consume_is_a_max_merge_that_never_moves_backwards(driver: Driver) -> None:
-    m1 = driver.send("dev", "alice", "bob", "1")
+def test_consume_is_a_max_merge_that_never_moves_backwards(
+    driver: Driver, seed: PythonDriver
+) -> None:
+    m1 = seed.send("dev", "alice", "bob", "1")
     driver.read_cursor_consume("dev", "bob", "1", m1)
     driver.read_cursor_consume("dev", "bob", "0")
     assert driver.read_cursor_get("dev", "bob") == "1"
@@ -110,11 +116,12 @@ def test_consume_is_a_max_merge_that_never_moves_backwards(driver: Driver) -> No
 
 def test_watch_after_delivers_subscribed_messages_and_a_trailing_tip_cursor(
     driver: Driver,
+    seed: PythonDriver,
 ) -> None:
     start = driver.watch_tip("dev:bob", "ops:dave")
-    a = driver.send("dev", "alice", "bob", "a")
-    driver.send("dev", "alice", "carol", "off")
-    b = driver.send("ops", "alice", "dave", "b")
+    a = seed.send("dev", "alice", "bob", "a")
+    seed.send("dev", "alice", "carol", "off")
+    b = seed.send("ops", "alice", "dave", "b")
     records, cursor = driver.watch_after(start, "dev:bob", "ops:dave")
     assert ids(records) == [a, b]
     assert cursor == "3"
@@ -123,38 +130,41 @@ def test_watch_after_delivers_subscribed_messages_and_a_trailing_tip_cursor(
 
 def test_watch_after_cursor_advances_when_only_off_subscription_traffic_arrived(
     driver: Driver,
+    seed: PythonDriver,
 ) -> None:
     start = driver.watch_tip("dev:bob")
-    driver.send("dev", "alice", "carol", "x")
-    driver.send("dev", "carol", "alice", "y")
+    seed.send("dev", "alice", "carol", "x")
+    seed.send("dev", "carol", "alice", "y")
     records, cursor = driver.watch_after(start, "dev:bob")
     assert records == []
     assert int(cursor) > int(start)
 
 
-def test_history_returns_most_recent_n_oldest_first(driver: Driver) -> None:
-    sent = [driver.send("dev", "alice", "bob", str(i)) for i in range(4)]
+def test_history_returns_most_recent_n_oldest_first(driver: Driver, seed: PythonDriver) -> None:
+    sent = [seed.send("dev", "alice", "bob", str(i)) for i in range(4)]
     assert ids(driver.history("dev")) == sent
     assert ids(driver.history("dev", limit=2)) == sent[2:]
 
 
-def test_history_for_an_agent_covers_sent_and_received_only(driver: Driver) -> None:
-    to_carol = driver.send("dev", "alice", "carol", "x")
-    driver.send("dev", "alice", "bob", "y")
-    from_carol = driver.send("dev", "carol", "bob", "z")
+def test_history_for_an_agent_covers_sent_and_received_only(
+    driver: Driver, seed: PythonDriver
+) -> None:
+    to_carol = seed.send("dev", "alice", "carol", "x")
+    seed.send("dev", "alice", "bob", "y")
+    from_carol = seed.send("dev", "carol", "bob", "z")
     assert ids(driver.history("dev", "carol")) == [to_carol, from_carol]
     assert ids(driver.history("dev", "carol", limit=1)) == [from_carol]
     assert len(driver.history("dev", "")) == 3
 
 
 def test_export_then_import_into_a_fresh_store_reproduces_every_read(
-    driver: Driver, driver_kind: str, tmp_path: Path
+    driver: Driver, seed: PythonDriver, driver_kind: str, tmp_path: Path
 ) -> None:
     from syncengine.store import Store
 
-    m1 = driver.send("dev", "alice", "bob", "first")
-    driver.send("dev", "bob", "alice", "second")
-    driver.mark_read_batch("dev", "bob", m1)
+    m1 = seed.send("dev", "alice", "bob", "first")
+    seed.send("dev", "bob", "alice", "second")
+    seed.mark_read_batch("dev", "bob", m1)
     exported = tmp_path / "log.jsonl"
     driver.export(exported)
     lines = exported.read_text().splitlines()
@@ -170,14 +180,15 @@ def test_export_then_import_into_a_fresh_store_reproduces_every_read(
     other = PythonDriver(fresh) if driver_kind == "python" else BashDriver(fresh)
     other.import_(exported)
     other.import_(exported)  # replaying an export is idempotent
-    assert other.history("dev") == driver.history("dev")
+    again = PythonDriver(fresh)
+    assert again.history("dev") == seed.history("dev")
     for agent in ("alice", "bob"):
-        assert other.list_unread("dev", agent) == driver.list_unread("dev", agent)
+        assert again.list_unread("dev", agent) == seed.list_unread("dev", agent)
 
 
-def test_compact_keeps_every_read_answer(driver: Driver) -> None:
-    m1 = driver.send("dev", "alice", "bob", "1")
-    m2 = driver.send("dev", "alice", "bob", "2")
+def test_compact_keeps_every_read_answer(driver: Driver, seed: PythonDriver) -> None:
+    m1 = seed.send("dev", "alice", "bob", "1")
+    m2 = seed.send("dev", "alice", "bob", "2")
     driver.mark_read_batch("dev", "bob", m2)
     before = (
         driver.list_unread("dev", "bob"),
@@ -195,35 +206,48 @@ def test_compact_keeps_every_read_answer(driver: Driver) -> None:
     assert ids(after[0]) == [m1]
 
 
+BAD_INPUT = [
+    ("send", ("nope", "alice", "bob", "x")),
+    ("send", ("dev", "mallory", "bob", "x")),
+    ("send", ("dev", "alice", "a/b", "x")),
+    ("send", ("dev", "alice", "bob", "")),
+    ("list_unread", ("dev", "nobody")),
+    ("mark_read_batch", ("dev", "bob", "not-a-uuid")),
+    ("mark_read_batch", ("dev", "bob", "01a229f4-8606-7572-b1a5-9d920be46956")),
+    ("read_cursor_consume", ("dev", "bob", "99")),
+    ("read_cursor_consume", ("dev", "bob", "-1")),
+    ("watch_after", ("0", "devbob")),
+    ("watch_after", ("abc", "dev:bob")),
+    ("watch_tip", ("dev:ghost",)),
+    ("history", ("ghost-team",)),
+]
+#: The bash path repeats a representative subset (each call spawns a process).
+BASH_BAD_INPUT = {0, 2, 6, 7, 9}
+
+
 @pytest.mark.parametrize(
-    ("op", "args"),
-    [
-        ("send", ("nope", "alice", "bob", "x")),
-        ("send", ("dev", "mallory", "bob", "x")),
-        ("send", ("dev", "alice", "a/b", "x")),
-        ("send", ("dev", "alice", "bob", "")),
-        ("list_unread", ("dev", "nobody")),
-        ("mark_read_batch", ("dev", "bob", "not-a-uuid")),
-        ("mark_read_batch", ("dev", "bob", "01a229f4-8606-7572-b1a5-9d920be46956")),
-        ("read_cursor_consume", ("dev", "bob", "99")),
-        ("read_cursor_consume", ("dev", "bob", "-1")),
-        ("watch_after", ("0", "devbob")),
-        ("watch_after", ("abc", "dev:bob")),
-        ("watch_tip", ("dev:ghost",)),
-        ("history", ("ghost-team",)),
-    ],
+    ("kind", "op", "args"),
+    [("python", op, args) for op, args in BAD_INPUT]
+    + [("bash", *BAD_INPUT[i]) for i in sorted(BASH_BAD_INPUT)],
     ids=lambda v: v if isinstance(v, str) else "-".join(v)[:40],
 )
 def test_bad_input_is_a_runtime_error_and_changes_nothing(
-    driver: Driver, store_path: Path, op: str, args: tuple[str, ...]
+    tmp_path: Path, kind: str, op: str, args: tuple[str, ...]
 ) -> None:
-    driver.send("dev", "alice", "bob", "existing")
-    before = snapshot(store_path)
+    from syncengine.store import Store
+
+    path = tmp_path / "store.db"
+    with Store(path) as store:
+        store.init()
+        store.create_team("dev", ["alice", "bob", "carol"])
+        store.send("dev", "alice", "bob", "existing")
+    driver: Driver = PythonDriver(path) if kind == "python" else BashDriver(path)
+    before = snapshot(path)
     with pytest.raises(ContractFailure) as failure:
         getattr(driver, op)(*args)
     assert failure.value.status == "runtime_error"
     assert failure.value.message.strip()
-    assert snapshot(store_path) == before
+    assert snapshot(path) == before
 
 
 def test_body_over_the_limit_is_refused_by_name(driver: Driver, store_path: Path) -> None:
@@ -236,9 +260,9 @@ def test_body_over_the_limit_is_refused_by_name(driver: Driver, store_path: Path
 
 
 def test_truncated_import_is_refused_and_imports_nothing(
-    driver: Driver, store_path: Path, tmp_path: Path
+    driver: Driver, seed: PythonDriver, store_path: Path, tmp_path: Path
 ) -> None:
-    driver.send("dev", "alice", "bob", "m")
+    seed.send("dev", "alice", "bob", "m")
     exported = tmp_path / "log.jsonl"
     driver.export(exported)
     whole = exported.read_bytes()
@@ -254,8 +278,10 @@ def test_truncated_import_is_refused_and_imports_nothing(
     assert snapshot(store_path) == before
 
 
-def test_corrupted_database_file_reports_corrupt_state(driver: Driver, store_path: Path) -> None:
-    driver.send("dev", "alice", "bob", "m")
+def test_corrupted_database_file_reports_corrupt_state(
+    driver: Driver, seed: PythonDriver, store_path: Path
+) -> None:
+    seed.send("dev", "alice", "bob", "m")
     for suffix in ("-wal", "-shm"):
         Path(str(store_path) + suffix).unlink(missing_ok=True)
     store_path.write_bytes(b"this is not a database file, just garbage " * 200)
