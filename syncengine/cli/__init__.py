@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "syncengine.cli.driver",
     "syncengine.cli.team",
     "syncengine.cli.relay",
+    "syncengine.cli.keys",
 )
 
 
