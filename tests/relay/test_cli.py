@@ -1,0 +1,121 @@
+"""The operator CLI: ``syncengine relay …`` in-process through the real parser."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from relay.secrets import hash_secret, new_uuid7
+from relay.storage.sqlite import SqliteRelayStore
+from syncengine.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["relay", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def db(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    path = tmp_path / "data" / "relay.db"
+    assert run(capsys, "init", "--db", str(path))[0] == 0
+    return path
+
+
+@pytest.fixture
+def team_id(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    team = new_uuid7()
+    doc = tmp_path / "team.json"
+    doc.write_text(json.dumps({"team_id": team, "team_name": "ops", "members": [{"member_id": new_uuid7(), "name": "a"}]}))
+    code, out, _ = run(capsys, "team", "apply", str(doc), "--db", str(db), "--json")
+    assert code == 0 and json.loads(out)["created"] is True
+    return team
+
+
+def test_init_creates_a_private_database_with_an_immutable_uuid7(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert stat.S_IMODE(db.stat().st_mode) == 0o600
+    first = SqliteRelayStore(db).server_instance_id
+    code, _, err = run(capsys, "init", "--db", str(db))
+    assert code == 2 and "already exists" in err
+    assert SqliteRelayStore(db).server_instance_id == first
+    assert first[14] == "7"
+
+
+def test_db_defaults_to_the_environment_variable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "env.db"
+    monkeypatch.setenv("SYNCENGINE_RELAY_DB", str(target))
+    code, out, _ = run(capsys, "init", "--json")
+    assert code == 0 and json.loads(out)["db"] == str(target) and target.exists()
+
+
+def test_token_is_printed_once_and_stored_only_as_a_hash(
+    db: Path, team_id: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "token", "issue", "--team", team_id, "--device-name", "laptop", "--db", str(db))
+    assert code == 0
+    token = out.strip()
+    assert token.startswith("agmsg_pair_")
+    raw = b"".join(p.read_bytes() for p in db.parent.iterdir())
+    assert token.encode() not in raw and hash_secret(token) in raw
+
+
+def test_token_for_an_unknown_team_is_an_operator_error(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "token", "issue", "--team", new_uuid7(), "--db", str(db))
+    assert code == 2 and "team apply" in err
+
+
+def test_policy_set_retain_and_status_report_as_json(
+    db: Path, team_id: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "policy", "set", "--team", team_id, "--allow", "age-v1", "--db", str(db), "--json")
+    assert code == 0 and json.loads(out)["write_allowed_ciphers"] == ["age-v1"]
+    code, _, err = run(capsys, "retain", "--team", team_id, "--through", "5", "--db", str(db))
+    assert code == 2 and "beyond current_seq" in err
+    code, out, _ = run(capsys, "retain", "--team", team_id, "--through", "0", "--db", str(db), "--json")
+    assert code == 0 and json.loads(out)["new_floor"] == "0"
+    code, out, _ = run(capsys, "status", "--db", str(db), "--json")
+    status = json.loads(out)
+    assert status["teams"][0]["team_id"] == team_id
+    assert status["teams"][0]["write_allowed_ciphers"] == ["age-v1"]
+
+
+def test_credential_list_and_revoke_by_id(db: Path, team_id: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from relay.secrets import new_credential_secret, timestamp, utc_now
+
+    store = SqliteRelayStore(db)
+    _, out, _ = run(capsys, "token", "issue", "--team", team_id, "--db", str(db))
+    credential_id = new_uuid7()
+    store.exchange_pairing_token(hash_secret(out.strip()), credential_id, hash_secret(new_credential_secret()), timestamp(utc_now()))
+    store.close()
+    code, out, _ = run(capsys, "credential", "list", "--team", team_id, "--db", str(db), "--json")
+    assert json.loads(out)["credentials"][0]["revoked_at"] is None
+    code, out, _ = run(capsys, "credential", "revoke", "--team", team_id, credential_id, "--db", str(db))
+    assert code == 0 and "revoked" in out
+    code, out, _ = run(capsys, "credential", "list", "--db", str(db), "--json")
+    assert json.loads(out)["credentials"][0]["revoked_at"] is not None
+
+
+def test_missing_database_is_an_operator_error_with_remediation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "status", "--db", str(tmp_path / "absent.db"))
+    assert code == 2 and "syncengine relay init" in err
+
+
+def test_invalid_provisioning_document_changes_nothing(
+    db: Path, team_id: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = tmp_path / "bad.json"
+    doc.write_text(json.dumps({"team_id": team_id, "team_name": "ops", "members": [], "members_revision": "9"}))
+    code, _, err = run(capsys, "team", "apply", str(doc), "--db", str(db))
+    assert code == 2 and "members_revision" in err
+    _, out, _ = run(capsys, "status", "--db", str(db), "--json")
+    assert json.loads(out)["teams"][0]["members_revision"] == "0"
