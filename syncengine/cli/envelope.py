@@ -59,6 +59,9 @@ def register(subparsers: Any) -> None:
 
 def add_seal_options(parser: argparse.ArgumentParser) -> None:
     """Profile-specific sealing options (extended by encrypted profiles)."""
+    from syncengine.cli.age_options import add_age_seal_options  # age-v1 (#3)
+
+    add_age_seal_options(parser)
 
 
 def add_open_options(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +71,9 @@ def add_open_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="comma-separated ciphers the effective policy allows (default: no policy check)",
     )
+    from syncengine.cli.age_options import add_age_open_options  # age-v1 (#3)
+
+    add_age_open_options(parser)
 
 
 def seal_params_from_args(args: argparse.Namespace) -> Any:
@@ -75,6 +81,10 @@ def seal_params_from_args(args: argparse.Namespace) -> Any:
     from wire.profiles import SealParams
 
     limit = args.max_blob_bytes if args.max_blob_bytes is not None else MAX_BLOB_BYTES
+    if args.cipher == "age-v1":  # age-v1 (#3)
+        from syncengine.cli.age_options import age_seal_params
+
+        return age_seal_params(args, limit)
     return SealParams(max_blob_bytes=limit)
 
 
@@ -82,6 +92,10 @@ def open_context_from_args(args: argparse.Namespace) -> Any:
     from wire.profiles import OpenContext
 
     allowed = None if args.allow is None else frozenset(filter(None, args.allow.split(",")))
+    if args.team_id is not None:  # age-v1 (#3)
+        from syncengine.cli.age_options import age_open_context
+
+        return age_open_context(args, allowed)
     return OpenContext(allowed_ciphers=allowed)
 
 
