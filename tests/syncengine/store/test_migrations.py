@@ -1,0 +1,99 @@
+"""Forward-only, transactional schema migrations (specs/store.md §2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from syncengine.store import Store, StoreTooNew
+from syncengine.store import migrations as mig
+from syncengine.store.connection import open_connection
+
+
+def _raw(path: Path) -> Any:
+    return open_connection(path, create=True, busy_timeout_ms=1000)
+
+
+def _tables(conn: Any) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+@pytest.mark.parametrize("start", range(mig.LATEST_VERSION))
+def test_every_earlier_version_migrates_to_the_latest(tmp_path: Path, start: int) -> None:
+    path = tmp_path / "s.db"
+    conn = _raw(path)
+    mig.migrate(conn, path, target=start)
+    assert mig.schema_version(conn) == start
+    conn.close()
+    with Store(path) as store:
+        if start == 0:
+            store.init()
+        store.create_team("dev", ["alice", "bob"])
+        store.send("dev", "alice", "bob", "after migration")
+        assert [m.body for m in store.list_unread("dev", "bob")] == ["after migration"]
+    conn = _raw(path)
+    assert mig.schema_version(conn) == mig.LATEST_VERSION
+    assert {"store_meta", "teams", "members", "messages", "message_reads"} <= _tables(conn)
+
+
+def test_a_failing_migration_leaves_the_previous_version_intact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "s.db"
+    conn = _raw(path)
+    mig.migrate(conn, path, target=1)
+
+    def half_then_fail(c: Any) -> None:
+        c.execute("CREATE TABLE half_done (x INTEGER)")
+        raise RuntimeError("injected crash mid-migration")
+
+    monkeypatch.setattr(mig, "MIGRATIONS", (mig.MIGRATIONS[0], half_then_fail))
+    with pytest.raises(RuntimeError):
+        mig.migrate(conn, path)
+    assert mig.schema_version(conn) == 1
+    assert "half_done" not in _tables(conn)
+
+
+def test_a_store_from_a_newer_program_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with Store(path) as store:
+        store.init()
+    conn = _raw(path)
+    conn.execute(f"PRAGMA user_version = {mig.LATEST_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreTooNew, match="upgrade"), Store(path) as store:
+        store.list_teams()
+    conn = _raw(path)
+    assert mig.schema_version(conn) == mig.LATEST_VERSION + 1
+
+
+def test_driver_generation_is_minted_once_and_renewed_by_a_rebuild(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with Store(path) as store:
+        store.init()
+        first = store.driver_generation()
+    with Store(path) as store:
+        store.init()
+        assert store.driver_generation() == first
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    with Store(path) as store:
+        store.init()
+        assert store.driver_generation() != first
+
+
+def test_connections_use_wal_full_sync_and_foreign_keys(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.db") as store:
+        store.init()
+        conn = store.conn
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        with pytest.raises(apsw.ConstraintError):
+            conn.execute(
+                "INSERT INTO members (team_pk, member_id, name, created_at)"
+                " VALUES (999, 'x', 'y', 'z')"
+            )
