@@ -1,0 +1,121 @@
+"""Import/export of event-log schema v1 (driver-interface §2.3)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from syncengine.store import Conflict, InvalidInput, Store
+
+
+def jsonl(*records: dict[str, object]) -> bytes:
+    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+SENT = {
+    "type": "message_sent",
+    "id": "01a229f4-8606-7572-b1a5-9d920be46956",
+    "team": "dev",
+    "from": "alice",
+    "to": "bob",
+    "body": "hi",
+    "at": "2026-05-30T19:00:00Z",
+}
+
+
+def test_unknown_record_types_and_fields_are_ignored(store: Store) -> None:
+    added, _ = store.import_bytes(
+        jsonl({"type": "team_renamed", "whatever": 1}, dict(SENT, future_field=[1, 2]))
+    )
+    assert added == 1
+    [message] = store.list_unread("dev", "bob")
+    assert message.to_record()["id"] == SENT["id"]
+
+
+def test_whole_second_timestamps_are_normalised_to_six_digits(store: Store) -> None:
+    store.import_bytes(jsonl(SENT))
+    assert store.history("dev")[0].at == "2026-05-30T19:00:00.000000Z"
+
+
+def test_legacy_decimal_ids_pass_through_as_opaque_strings(store: Store) -> None:
+    store.import_bytes(jsonl(dict(SENT, id="42")))
+    store.mark_read_batch("dev", "bob", ["42"])
+    assert store.list_unread("dev", "bob") == []
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b'{"type":"message_sent","type":"x"}\n', "duplicate key"),
+        (b"[1,2]\n", "JSON object"),
+        (b"not json\n", "not valid JSON"),
+        (jsonl(dict(SENT, body=7)), "body"),
+        (jsonl(dict(SENT, at="yesterday")), "timestamp"),
+        (jsonl(dict(SENT, to="ghost")), "ghost"),
+        (jsonl(dict(SENT, id="Not-An-Id")), "message id"),
+        (jsonl(dict(SENT, origin="elsewhere")), "origin"),
+        (jsonl(SENT)[:-1], "truncated"),
+        (jsonl(SENT).replace(b"\n", b"\r\n"), "carriage return"),
+        (b"\xff\xfe\n", "UTF-8"),
+        (
+            jsonl(
+                {
+                    "type": "message_read",
+                    "id": "1",
+                    "msg_id": "2",
+                    "team": "dev",
+                    "agent": "bob",
+                    "at": "2026-05-30T19:00:00Z",
+                }
+            ),
+            "not in this team",
+        ),
+    ],
+)
+def test_a_bad_line_anywhere_rejects_the_whole_import(
+    store: Store, data: bytes, problem: str
+) -> None:
+    good = dict(SENT, id="01a229f4-8606-7572-b1a5-9d920be46000")
+    with pytest.raises(InvalidInput, match=problem):
+        store.import_bytes(jsonl(good) + data)
+    assert store.history("dev") == []
+
+
+def test_same_id_with_different_content_is_a_conflict(store: Store) -> None:
+    store.import_bytes(jsonl(SENT))
+    with pytest.raises(Conflict, match="other content"):
+        store.import_bytes(jsonl(dict(SENT, body="changed")))
+    assert [m.body for m in store.history("dev")] == ["hi"]
+
+
+def test_export_orders_reads_after_the_messages_that_existed_then(
+    store: Store, tmp_path: Path
+) -> None:
+    m1 = store.send("dev", "alice", "bob", "1").id
+    store.mark_read_batch("dev", "bob", [m1])
+    store.send("dev", "alice", "bob", "2")
+    out = tmp_path / "exports" / "e.jsonl"
+    out.parent.mkdir()
+    assert store.export(out) == 3
+    kinds = [json.loads(line)["type"] for line in out.read_text().splitlines()]
+    assert kinds == ["message_sent", "message_read", "message_sent"]
+    assert [p.name for p in out.parent.iterdir()] == ["e.jsonl"], "temporary file left behind"
+
+
+def test_export_into_a_missing_directory_is_refused(store: Store, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="does not exist"):
+        store.export(tmp_path / "nope" / "e.jsonl")
+
+
+def test_imported_origin_round_trips_and_local_origin_is_implicit(
+    store: Store, tmp_path: Path
+) -> None:
+    store.import_bytes(jsonl(dict(SENT, origin="imported")))
+    store.send("dev", "bob", "alice", "local")
+    out = tmp_path / "e.jsonl"
+    store.export(out)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert records[0]["origin"] == "imported"
+    assert "origin" not in records[1]
