@@ -1,0 +1,128 @@
+"""Stdout framing and status codes of ``syncengine driver`` and the bash file
+(driver-interface §1.4, §1.6, §2.1)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from syncengine.cli.driver import CONTROL_OPS, run_op
+from syncengine.store import Store
+from tests.syncengine.driver.contract import DRIVER_FILE, BashDriver
+
+
+def run(op: str, *args: str, path: Path, stdin: bytes = b"") -> tuple[int, list[str], str]:
+    out, err = io.BytesIO(), io.BytesIO()
+    code = run_op(
+        op, list(args), store_path=str(path), stdin=io.BytesIO(stdin), stdout=out, stderr=err
+    )
+    return code, out.getvalue().decode().splitlines(), err.getvalue().decode()
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    target = tmp_path / "store.db"
+    with Store(target) as store:
+        store.init()
+        store.create_team("dev", ["alice", "bob"])
+    return target
+
+
+def test_describe_prints_only_key_value_metadata_with_a_capabilities_line(path: Path) -> None:
+    code, lines, _ = run("describe", path=path)
+    assert code == 0
+    assert all("=" in line and line.split("=", 1)[0].isidentifier() for line in lines)
+    assert "capabilities=" in lines
+    assert not {"ok", "runtime_error"} & set(lines)
+
+
+def test_describe_exits_zero_even_without_a_store(tmp_path: Path) -> None:
+    code, lines, _ = run("describe", path=tmp_path / "none" / "x.db")
+    assert code == 0 and "capabilities=" in lines
+
+
+@pytest.mark.parametrize("op", sorted(CONTROL_OPS - {"export", "import"}))
+def test_every_control_op_ends_with_a_status_line_matching_its_exit_code(
+    path: Path, op: str
+) -> None:
+    code, lines, err = run(op, "bad:arg", "x", path=path)
+    assert lines[-1] == "runtime_error" and code == 13 and err
+
+
+def test_record_ops_print_data_only_and_fail_by_exit_code(path: Path) -> None:
+    code, lines, err = run("list_unread", "dev", "ghost", path=path)
+    assert (code, lines) == (13, [])
+    assert "ghost" in err
+    code, lines, _ = run("send", "dev", "alice", "bob", path=path, stdin="héllo".encode())
+    assert code == 0 and len(lines) == 1
+    code, lines, _ = run("list_unread", "dev", "bob", path=path)
+    assert json.loads(lines[0])["body"] == "héllo"
+
+
+def test_send_batch_reads_jsonl_and_prints_one_id_per_message(path: Path) -> None:
+    batch = b"".join(
+        json.dumps({"team": "dev", "from": "alice", "to": "bob", "body": f"m{i}"}).encode() + b"\n"
+        for i in range(3)
+    )
+    code, lines, _ = run("send_batch", path=path, stdin=batch)
+    assert code == 0 and len(lines) == 3
+    code, lines, err = run("send_batch", path=path, stdin=batch[:-5])
+    assert code == 13 and lines == [] and "truncated" in err
+    with Store(path) as store:
+        assert len(store.history("dev")) == 3
+
+
+def test_a_body_that_is_not_utf8_is_refused(path: Path) -> None:
+    code, _, err = run("send", "dev", "alice", "bob", path=path, stdin=b"\xff\xfe")
+    assert code == 13 and "UTF-8" in err
+
+
+def test_missing_apsw_emits_an_install_directive_and_missing_deps(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "apsw", None)
+    code, lines, _ = run("check", path=path)
+    assert code == 10 and lines[-1] == "missing_deps"
+    assert lines[0].startswith("AGMSG-DIRECTIVE: ")
+    directive = json.loads(lines[0].removeprefix("AGMSG-DIRECTIVE: "))
+    assert directive["type"] == "install_deps" and directive["reason"]
+
+
+def test_bash_check_without_the_command_emits_a_directive_and_missing_deps(path: Path) -> None:
+    done = BashDriver(path, bin_path="/nonexistent/syncengine").raw("storage_check")
+    lines = done.stdout.decode().splitlines()
+    assert done.returncode == 10
+    assert lines[0].startswith("AGMSG-DIRECTIVE: ") and lines[-1] == "missing_deps"
+    json.loads(lines[0].removeprefix("AGMSG-DIRECTIVE: "))
+
+
+def test_bash_send_never_puts_the_body_on_the_child_argv(path: Path, tmp_path: Path) -> None:
+    recorder = tmp_path / "recorder"
+    log = tmp_path / "argv.log"
+    recorder.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{log}"\ncat >/dev/null\necho id\n')
+    recorder.chmod(recorder.stat().st_mode | stat.S_IXUSR)
+    done = BashDriver(path, bin_path=recorder).raw(
+        "storage_send", "dev", "alice", "bob", "TOP-SECRET body"
+    )
+    assert done.returncode == 0
+    assert "TOP-SECRET" not in log.read_text()
+    assert log.read_text().split() == ["driver", "send", "dev", "alice", "bob"]
+
+
+def test_bash_driver_defines_only_storage_prefixed_functions() -> None:
+    script = f'source "{DRIVER_FILE}"; compgen -A function'
+    names = subprocess.run(
+        ["bash", "--norc", "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": os.environ["PATH"]},
+    ).stdout.split()
+    assert names and all(name.startswith("storage_") for name in names)
