@@ -149,8 +149,11 @@ def _b64decode_unpadded(text: bytes, field: str) -> bytes:
 # --- key derivation ---------------------------------------------------------
 
 
+_SHA256 = hashes.SHA256()
+
+
 def _hkdf(ikm: bytes, salt: bytes, info: bytes) -> bytes:
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=info).derive(ikm)
+    return HKDF(algorithm=_SHA256, length=32, salt=salt, info=info).derive(ikm)
 
 
 def _header_mac(file_key: bytes, mac_input: bytes) -> bytes:
