@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 
-__all__ = ["new_uuid4", "new_uuid7"]
+__all__ = ["new_uuid4", "new_uuid7", "new_uuid7s"]
 
 _lock = threading.Lock()
 _last_ms = -1
@@ -36,19 +36,32 @@ def new_uuid7() -> str:
     seeded randomly each millisecond); if the counter overflows the
     timestamp is advanced by one millisecond rather than repeating a value.
     """
+    return new_uuid7s(1)[0]
+
+
+def new_uuid7s(count: int) -> list[str]:
+    """``count`` UUIDv7s, increasing, minted under one lock and one read of
+    the random source (batched sends mint thousands at once)."""
     global _last_ms, _counter
+    tails = os.urandom(8 * count)
+    stamps: list[tuple[int, int]] = []
     with _lock:
         now_ms = time.time_ns() // 1_000_000
-        if now_ms > _last_ms:
-            _last_ms = now_ms
-            _counter = int.from_bytes(os.urandom(2), "big") & 0x07FF
-        else:
-            _counter += 1
-            if _counter > 0x0FFF:
-                _last_ms += 1
+        for _ in range(count):
+            if now_ms > _last_ms:
+                _last_ms = now_ms
                 _counter = int.from_bytes(os.urandom(2), "big") & 0x07FF
-        ms = _last_ms
-        counter = _counter
-    tail = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
-    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62 | tail
-    return str(uuid.UUID(int=value))
+            else:
+                _counter += 1
+                if _counter > 0x0FFF:
+                    _last_ms += 1
+                    _counter = int.from_bytes(os.urandom(2), "big") & 0x07FF
+            stamps.append((_last_ms, _counter))
+    ids: list[str] = []
+    mask = (1 << 62) - 1
+    for index, (ms, counter) in enumerate(stamps):
+        tail = int.from_bytes(tails[8 * index : 8 * index + 8], "big") & mask
+        value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | counter << 64 | 0b10 << 62 | tail
+        text = f"{value:032x}"
+        ids.append(f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}")
+    return ids

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from syncengine.ids import new_uuid7
+from syncengine.ids import new_uuid7s
 from syncengine.store.errors import InvalidInput
 from syncengine.store.names import check_cursor_token, check_local_agent, check_local_team
 from syncengine.store.records import ORIGIN_LOCAL, MessageSent
@@ -60,6 +60,8 @@ def check_body(body: object, field: str = "body") -> str:
         raise InvalidInput(field, "body must be a string")
     if body == "":
         raise InvalidInput(field, "body must not be empty")
+    if len(body) * 4 <= MAX_BODY_BYTES and body.isascii():
+        return body  # cannot exceed the limit, and ASCII always encodes
     try:
         size = len(body.encode("utf-8"))
     except UnicodeEncodeError:
@@ -112,11 +114,11 @@ def insert_messages(conn: Any, outgoing: Iterable[OutgoingMessage], now: str) ->
             found = members[key] = (tkey, member_pk(conn, tkey, team, agent, field))
         return found
 
-    for message in outgoing:
+    items = list(outgoing)
+    for message, message_id in zip(items, new_uuid7s(len(items)), strict=True):
         tkey, sender = resolve(message.team, message.sender, "from")
         _, recipient = resolve(message.team, message.recipient, "to")
         check_body(message.body)
-        message_id = new_uuid7()
         rows.append((message_id, tkey, sender, recipient, message.body, now, ORIGIN_LOCAL))
         sent.append(
             MessageSent(

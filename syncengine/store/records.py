@@ -29,8 +29,11 @@ def dump_record(record: dict[str, object]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MessageSent:
+    """A stored message. Not frozen: construction cost matters on batched
+    sends and large reads; treat instances as values all the same."""
+
     id: str
     team: str
     sender: str
