@@ -17,7 +17,7 @@ from wire.limits import MAX_NAME_SCALARS, MAX_SAFE_INTEGER
 from wire.message import Message
 
 #: Modest, deterministic-enough budget for the whole wire suite.
-PROPERTY = settings(max_examples=150, deadline=None)
+PROPERTY = settings(max_examples=100, deadline=None)
 
 #: Unicode scalar values: every code point except the surrogates.
 scalar_chars = st.characters(exclude_categories=("Cs",))
