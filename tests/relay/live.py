@@ -20,7 +20,9 @@ from relay.secrets import new_uuid7
 PYTHON = sys.executable
 
 
-def cli(db: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    db: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [PYTHON, "-m", "syncengine", "relay", *args, "--db", str(db)],
         capture_output=True,
@@ -31,7 +33,9 @@ def cli(db: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.C
     )
 
 
-def provision(db: Path, tmp: Path, names: tuple[str, ...] = ("leader", "worker-1")) -> dict[str, Any]:
+def provision(
+    db: Path, tmp: Path, names: tuple[str, ...] = ("leader", "worker-1")
+) -> dict[str, Any]:
     document = {
         "team_id": new_uuid7(),
         "team_name": "live-team",
@@ -64,7 +68,9 @@ class LiveRelay:
         token = issue_token(self.db, team_id)
         with self.client() as client:
             response = client.post(
-                "/v1/pairing/exchange", json={"token": token}, headers={"Agmsg-Protocol-Version": "1"}
+                "/v1/pairing/exchange",
+                json={"token": token},
+                headers={"Agmsg-Protocol-Version": "1"},
             )
         assert response.status_code == 200, response.text
         body = response.json()
@@ -80,7 +86,20 @@ def running_relay(db: Path, *extra: str, env: dict[str, str] | None = None) -> I
     if not db.exists():
         assert cli(db, "init").returncode == 0
     process = subprocess.Popen(
-        [PYTHON, "-m", "syncengine", "relay", "serve", "--db", str(db), "--host", "127.0.0.1", "--port", "0", *extra],
+        [
+            PYTHON,
+            "-m",
+            "syncengine",
+            "relay",
+            "serve",
+            "--db",
+            str(db),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            *extra,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -90,7 +109,9 @@ def running_relay(db: Path, *extra: str, env: dict[str, str] | None = None) -> I
         assert process.stdout is not None
         line = process.stdout.readline()
         if not line:
-            raise RuntimeError(f"relay did not start: {process.stderr.read() if process.stderr else ''}")
+            raise RuntimeError(
+                f"relay did not start: {process.stderr.read() if process.stderr else ''}"
+            )
         ready = json.loads(line)
         url = f"http://127.0.0.1:{ready['port']}"
         deadline = time.monotonic() + 20

@@ -9,7 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from relay.admission import ExistingId, plan_batch
-from relay.errors import CipherPolicyViolation, MessageUuidConflict, SequenceExhausted, UnsupportedCipher
+from relay.errors import (
+    CipherPolicyViolation,
+    MessageUuidConflict,
+    SequenceExhausted,
+    UnsupportedCipher,
+)
 from relay.limits import MAX_SEQ
 from relay.storage.records import IncomingMessage, PolicyEntry
 from wire.envelope import Envelope
@@ -19,7 +24,9 @@ IDS = [f"00000000-0000-4000-8000-{i:012d}" for i in range(8)]
 
 
 def incoming(wire_id: str, payload: int, cipher: str = "none", v: int = 1) -> IncomingMessage:
-    envelope = Envelope.from_blob_bytes(cipher, None if cipher == "none" else "k", bytes([payload + 1]), v=v)
+    envelope = Envelope.from_blob_bytes(
+        cipher, None if cipher == "none" else "k", bytes([payload + 1]), v=v
+    )
     return IncomingMessage(wire_id, envelope, envelope.digest())
 
 
@@ -36,12 +43,17 @@ def test_acks_map_every_input_and_new_ids_take_consecutive_sequences(
     assert [a.wire_id for a in plan.acks] == order
     first_new = list(dict.fromkeys(w for w in order if w not in known))
     assert [m.wire_id for _, m in plan.inserts] == first_new
-    assert [seq for seq, _ in plan.inserts] == list(range(current + 1, current + 1 + len(first_new)))
+    assert [seq for seq, _ in plan.inserts] == list(
+        range(current + 1, current + 1 + len(first_new))
+    )
     assert plan.new_current_seq == current + len(first_new)
     seen: set[str] = set()
     for ack in plan.acks:
         if ack.wire_id in known:
-            assert (ack.server_seq, ack.disposition) == (existing[ack.wire_id].team_seq, "duplicate")
+            assert (ack.server_seq, ack.disposition) == (
+                existing[ack.wire_id].team_seq,
+                "duplicate",
+            )
         else:
             assert ack.disposition == ("duplicate" if ack.wire_id in seen else "stored")
             seen.add(ack.wire_id)

@@ -30,7 +30,15 @@ def db(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
 def team_id(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
     team = new_uuid7()
     doc = tmp_path / "team.json"
-    doc.write_text(json.dumps({"team_id": team, "team_name": "ops", "members": [{"member_id": new_uuid7(), "name": "a"}]}))
+    doc.write_text(
+        json.dumps(
+            {
+                "team_id": team,
+                "team_name": "ops",
+                "members": [{"member_id": new_uuid7(), "name": "a"}],
+            }
+        )
+    )
     code, out, _ = run(capsys, "team", "apply", str(doc), "--db", str(db), "--json")
     assert code == 0 and json.loads(out)["created"] is True
     return team
@@ -59,7 +67,9 @@ def test_db_defaults_to_the_environment_variable(
 def test_token_is_printed_once_and_stored_only_as_a_hash(
     db: Path, team_id: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(capsys, "token", "issue", "--team", team_id, "--device-name", "laptop", "--db", str(db))
+    code, out, _ = run(
+        capsys, "token", "issue", "--team", team_id, "--device-name", "laptop", "--db", str(db)
+    )
     assert code == 0
     token = out.strip()
     assert token.startswith("agmsg_pair_")
@@ -67,7 +77,9 @@ def test_token_is_printed_once_and_stored_only_as_a_hash(
     assert token.encode() not in raw and hash_secret(token) in raw
 
 
-def test_token_for_an_unknown_team_is_an_operator_error(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_token_for_an_unknown_team_is_an_operator_error(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = run(capsys, "token", "issue", "--team", new_uuid7(), "--db", str(db))
     assert code == 2 and "team apply" in err
 
@@ -75,11 +87,15 @@ def test_token_for_an_unknown_team_is_an_operator_error(db: Path, capsys: pytest
 def test_policy_set_retain_and_status_report_as_json(
     db: Path, team_id: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(capsys, "policy", "set", "--team", team_id, "--allow", "age-v1", "--db", str(db), "--json")
+    code, out, _ = run(
+        capsys, "policy", "set", "--team", team_id, "--allow", "age-v1", "--db", str(db), "--json"
+    )
     assert code == 0 and json.loads(out)["write_allowed_ciphers"] == ["age-v1"]
     code, _, err = run(capsys, "retain", "--team", team_id, "--through", "5", "--db", str(db))
     assert code == 2 and "beyond current_seq" in err
-    code, out, _ = run(capsys, "retain", "--team", team_id, "--through", "0", "--db", str(db), "--json")
+    code, out, _ = run(
+        capsys, "retain", "--team", team_id, "--through", "0", "--db", str(db), "--json"
+    )
     assert code == 0 and json.loads(out)["new_floor"] == "0"
     code, out, _ = run(capsys, "status", "--db", str(db), "--json")
     status = json.loads(out)
@@ -87,17 +103,26 @@ def test_policy_set_retain_and_status_report_as_json(
     assert status["teams"][0]["write_allowed_ciphers"] == ["age-v1"]
 
 
-def test_credential_list_and_revoke_by_id(db: Path, team_id: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_credential_list_and_revoke_by_id(
+    db: Path, team_id: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     from relay.secrets import new_credential_secret, timestamp, utc_now
 
     store = SqliteRelayStore(db)
     _, out, _ = run(capsys, "token", "issue", "--team", team_id, "--db", str(db))
     credential_id = new_uuid7()
-    store.exchange_pairing_token(hash_secret(out.strip()), credential_id, hash_secret(new_credential_secret()), timestamp(utc_now()))
+    store.exchange_pairing_token(
+        hash_secret(out.strip()),
+        credential_id,
+        hash_secret(new_credential_secret()),
+        timestamp(utc_now()),
+    )
     store.close()
     code, out, _ = run(capsys, "credential", "list", "--team", team_id, "--db", str(db), "--json")
     assert json.loads(out)["credentials"][0]["revoked_at"] is None
-    code, out, _ = run(capsys, "credential", "revoke", "--team", team_id, credential_id, "--db", str(db))
+    code, out, _ = run(
+        capsys, "credential", "revoke", "--team", team_id, credential_id, "--db", str(db)
+    )
     assert code == 0 and "revoked" in out
     code, out, _ = run(capsys, "credential", "list", "--db", str(db), "--json")
     assert json.loads(out)["credentials"][0]["revoked_at"] is not None
@@ -114,7 +139,9 @@ def test_invalid_provisioning_document_changes_nothing(
     db: Path, team_id: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     doc = tmp_path / "bad.json"
-    doc.write_text(json.dumps({"team_id": team_id, "team_name": "ops", "members": [], "members_revision": "9"}))
+    doc.write_text(
+        json.dumps({"team_id": team_id, "team_name": "ops", "members": [], "members_revision": "9"})
+    )
     code, _, err = run(capsys, "team", "apply", str(doc), "--db", str(db))
     assert code == 2 and "members_revision" in err
     _, out, _ = run(capsys, "status", "--db", str(db), "--json")

@@ -41,15 +41,21 @@ def test_live_relay_serves_every_endpoint_end_to_end(live: LiveRelay, tmp_path: 
         state = client.post(
             "/v1/read-state/sync",
             json={
-                "updates": [{"member_id": member, "server_seq": "5", "exact_wire_ids": [messages[9]["id"]]}],
+                "updates": [
+                    {"member_id": member, "server_seq": "5", "exact_wire_ids": [messages[9]["id"]]}
+                ],
                 "page_after": None,
                 "page_limit": 10,
             },
             headers=headers,
         )
         assert state.status_code == 200
-        assert {"kind": "exact", "member_id": member, "wire_id": messages[9]["id"]} in state.json()["items"]
-        credential_id = json.loads(cli(live.db, "credential", "list", "--json").stdout)["credentials"][0]["credential_id"]
+        assert {"kind": "exact", "member_id": member, "wire_id": messages[9]["id"]} in state.json()[
+            "items"
+        ]
+        credential_id = json.loads(cli(live.db, "credential", "list", "--json").stdout)[
+            "credentials"
+        ][0]["credential_id"]
         revoked = client.post(f"/v1/credentials/{credential_id}/revoke", headers=headers)
         assert revoked.status_code == 200
         assert client.get("/v1/capabilities", headers=headers).status_code == 401
@@ -62,11 +68,28 @@ def test_live_errors_keep_the_envelope_and_version_header(live: LiveRelay, tmp_p
     headers = live.pair(team["team_id"])
     with live.client() as client:
         cases = [
-            (client.get("/v1/capabilities", headers={**headers, "Agmsg-Protocol-Version": "7"}), 426),
+            (
+                client.get("/v1/capabilities", headers={**headers, "Agmsg-Protocol-Version": "7"}),
+                426,
+            ),
             (client.get("/v1/capabilities", headers={**headers, "Agmsg-Team-ID": "nope"}), 400),
             (client.get("/v1/capabilities", headers={**headers, "Authorization": "Bearer x"}), 401),
-            (client.post("/v1/messages", content=b"{" * 10, headers={**headers, "Content-Type": "application/json"}), 400),
-            (client.post("/v1/messages", content=b" " * (2 * 1024 * 1024 + 1), headers={**headers, "Content-Type": "application/json"}), 413),
+            (
+                client.post(
+                    "/v1/messages",
+                    content=b"{" * 10,
+                    headers={**headers, "Content-Type": "application/json"},
+                ),
+                400,
+            ),
+            (
+                client.post(
+                    "/v1/messages",
+                    content=b" " * (2 * 1024 * 1024 + 1),
+                    headers={**headers, "Content-Type": "application/json"},
+                ),
+                413,
+            ),
             (client.get("/v1/nothing/"), 404),
         ]
         for response, status in cases:
@@ -89,7 +112,9 @@ def test_live_concurrent_writers_get_gap_free_unique_sequences_in_commit_order(
         with live.client() as client:
             for _ in range(15):
                 messages = batch(5)
-                response = client.post("/v1/messages", json={"messages": messages}, headers=writers[index])
+                response = client.post(
+                    "/v1/messages", json={"messages": messages}, headers=writers[index]
+                )
                 if response.status_code != 200:
                     errors.append(response.text)
                     return
@@ -108,7 +133,9 @@ def test_live_concurrent_writers_get_gap_free_unique_sequences_in_commit_order(
         seqs = [seq for _, seq in acks]
         assert seqs == sorted(seqs)  # each writer's later commit got later sequences
     with live.client() as client:
-        page = client.get("/v1/messages", params={"after": "0", "limit": "1000"}, headers=writers[0]).json()
+        page = client.get(
+            "/v1/messages", params={"after": "0", "limit": "1000"}, headers=writers[0]
+        ).json()
     by_seq = {seq: wire_id for acks in acked.values() for wire_id, seq in acks}
     assert [(int(m["server_seq"]), m["id"]) for m in page["messages"]] == sorted(by_seq.items())
 
@@ -169,7 +196,9 @@ def test_live_access_log_holds_no_secret_envelope_or_query(tmp_path: Path) -> No
     assert live.process.stderr is not None
     log = live.process.stderr.read()
     lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
-    assert any(entry.get("path") == "/v1/messages" and entry.get("status") == 200 for entry in lines)
+    assert any(
+        entry.get("path") == "/v1/messages" and entry.get("status") == 200 for entry in lines
+    )
     credential = headers["Authorization"].removeprefix("Bearer ")
     assert credential not in log
     for item in messages:
@@ -180,7 +209,9 @@ def test_live_access_log_holds_no_secret_envelope_or_query(tmp_path: Path) -> No
 def test_serve_refuses_an_invalid_retention_setting_before_listening(tmp_path: Path) -> None:
     db = tmp_path / "relay.db"
     assert cli(db, "init").returncode == 0
-    result = cli(db, "serve", "--port", "0", env={"SYNCENGINE_RELAY_RETENTION_MAX_LIVE_MESSAGES": "0"})
+    result = cli(
+        db, "serve", "--port", "0", env={"SYNCENGINE_RELAY_RETENTION_MAX_LIVE_MESSAGES": "0"}
+    )
     assert result.returncode == 2
     assert "listening" not in result.stdout
     assert "retention" in result.stderr

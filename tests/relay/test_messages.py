@@ -84,13 +84,17 @@ def test_same_id_twice_in_a_batch_with_different_envelopes_is_409(
 ) -> None:
     wire_id = uuid4()
     response = post(
-        relay, device, [{"id": wire_id, "envelope": envelope()}, {"id": wire_id, "envelope": envelope()}]
+        relay,
+        device,
+        [{"id": wire_id, "envelope": envelope()}, {"id": wire_id, "envelope": envelope()}],
     )
     assert response.status_code == 409
     assert current_seq(relay, device) == 0
 
 
-def test_unknown_cipher_for_a_new_id_is_422_with_policy_details(relay: Relay, device: Device) -> None:
+def test_unknown_cipher_for_a_new_id_is_422_with_policy_details(
+    relay: Relay, device: Device
+) -> None:
     item = message(cipher="rot13", key_id="k1")
     response = post(relay, device, [message(), item])
     assert response.status_code == 422
@@ -129,14 +133,20 @@ def test_replay_of_legacy_cipher_is_duplicate_after_policy_forbids_it(
     set_policy(relay, device, "age-v1")
     response = post(relay, device, [item])
     assert response.status_code == 200
-    assert response.json()["acks"][0] == {"id": item["id"], "server_seq": "1", "disposition": "duplicate"}
+    assert response.json()["acks"][0] == {
+        "id": item["id"],
+        "server_seq": "1",
+        "disposition": "duplicate",
+    }
 
 
 def test_conflict_is_decided_before_cipher_admission(relay: Relay, device: Device) -> None:
     item = message()
     post(relay, device, [item])
     response = post(
-        relay, device, [message(cipher="rot13", key_id="k"), {"id": item["id"], "envelope": envelope()}]
+        relay,
+        device,
+        [message(cipher="rot13", key_id="k"), {"id": item["id"], "envelope": envelope()}],
     )
     assert response.status_code == 409
 

@@ -31,7 +31,11 @@ def test_exchange_returns_credential_and_the_nested_capability_snapshot(
     assert body["credential"] != token
     caps = relay.client.get(
         "/v1/capabilities",
-        headers={**V1, "Agmsg-Team-ID": team.team_id, "Authorization": f"Bearer {body['credential']}"},
+        headers={
+            **V1,
+            "Agmsg-Team-ID": team.team_id,
+            "Authorization": f"Bearer {body['credential']}",
+        },
     ).json()
     assert caps == body["capabilities"]
 
@@ -108,7 +112,7 @@ def test_concurrent_exchanges_of_one_token_produce_exactly_one_credential(
                 hash_secret(token), new_uuid7(), hash_secret(new_credential_secret()), timestamp(T0)
             )
             result = "ok"
-        except Exception as exc:  # noqa: BLE001 - the typed error is what we count
+        except Exception as exc:
             result = type(exc).__name__
         with lock:
             outcomes.append(result)
@@ -121,14 +125,20 @@ def test_concurrent_exchanges_of_one_token_produce_exactly_one_credential(
     assert sorted(outcomes) == ["PairingTokenConsumed"] * 5 + ["ok"]
 
 
-def test_revoked_credential_gets_401_and_may_repeat_its_revoke(relay: Relay, device: Device) -> None:
+def test_revoked_credential_gets_401_and_may_repeat_its_revoke(
+    relay: Relay, device: Device
+) -> None:
     path = f"/v1/credentials/{device.credential_id}/revoke"
     first = relay.client.post(path, headers=device.headers)
     assert first.status_code == 200
     body = first.json()
     assert body["revoked"] is True and body["credential_id"] == device.credential_id
     assert first.headers["cache-control"] == "no-store"
-    for method, url in (("GET", "/v1/capabilities"), ("GET", "/v1/members"), ("GET", "/v1/messages?after=0")):
+    for method, url in (
+        ("GET", "/v1/capabilities"),
+        ("GET", "/v1/members"),
+        ("GET", "/v1/messages?after=0"),
+    ):
         assert relay.client.request(method, url, headers=device.headers).status_code == 401
     posted = relay.client.post("/v1/messages", json={"messages": batch(1)}, headers=device.headers)
     assert posted.status_code == 401
@@ -161,6 +171,7 @@ def test_credential_is_bound_to_its_team_only(relay: Relay, device: Device) -> N
     other_team = provision(relay.store, ("bob",))
     other_device = relay.pair(other_team)
     response = relay.client.get(
-        "/v1/messages?after=0", headers={**other_device.headers, "Agmsg-Team-ID": device.team.team_id}
+        "/v1/messages?after=0",
+        headers={**other_device.headers, "Agmsg-Team-ID": device.team.team_id},
     )
     assert response.status_code == 403

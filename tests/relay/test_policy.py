@@ -18,7 +18,9 @@ def caps(relay: Relay, device: Device) -> dict[str, object]:
 
 
 def post(relay: Relay, device: Device, count: int) -> None:
-    response = relay.client.post("/v1/messages", json={"messages": batch(count)}, headers=device.headers)
+    response = relay.client.post(
+        "/v1/messages", json={"messages": batch(count)}, headers=device.headers
+    )
     assert response.status_code == 200
 
 
@@ -42,7 +44,10 @@ def test_policy_change_takes_effect_at_the_next_sequence(relay: Relay, device: D
     relay.store.set_policy(device.team.team_id, ["age-v1"])
     body = caps(relay, device)
     history = body["policy_history"]
-    assert [(e["policy_revision"], e["effective_from_seq"]) for e in history] == [("0", "1"), ("1", "4")]  # type: ignore[attr-defined]
+    assert [(e["policy_revision"], e["effective_from_seq"]) for e in history] == [
+        ("0", "1"),
+        ("1", "4"),
+    ]  # type: ignore[attr-defined]
     assert body["write_allowed_ciphers"] == ["age-v1"]
     assert history[-1]["write_allowed_ciphers"] == body["write_allowed_ciphers"]  # type: ignore[index]
 
@@ -52,7 +57,9 @@ def test_same_boundary_revisions_collapse_to_the_greatest(relay: Relay, device: 
     relay.store.set_policy(device.team.team_id, ["age-v1"])
     relay.store.set_policy(device.team.team_id, ["none"])
     history = caps(relay, device)["policy_history"]
-    assert [(e["policy_revision"], e["effective_from_seq"], e["write_allowed_ciphers"]) for e in history] == [  # type: ignore[attr-defined]
+    assert [
+        (e["policy_revision"], e["effective_from_seq"], e["write_allowed_ciphers"]) for e in history
+    ] == [  # type: ignore[attr-defined]
         ("0", "1", ["age-v1", "none"]),
         ("2", "3", ["none"]),
     ]
@@ -60,7 +67,9 @@ def test_same_boundary_revisions_collapse_to_the_greatest(relay: Relay, device: 
 
 def test_policy_refusing_every_cipher_blocks_new_writes(relay: Relay, device: Device) -> None:
     relay.store.set_policy(device.team.team_id, [])
-    response = relay.client.post("/v1/messages", json={"messages": batch(1)}, headers=device.headers)
+    response = relay.client.post(
+        "/v1/messages", json={"messages": batch(1)}, headers=device.headers
+    )
     assert response.status_code == 403
 
 
@@ -78,7 +87,8 @@ def test_policy_history_is_bounded_to_4096_distinct_boundaries(
     for boundary in range(2, MAX_POLICY_HISTORY + 1):
         conn.execute(
             "INSERT INTO policy_history(team_pk, effective_from_seq, policy_revision, "
-            "accepted_envelope_versions, write_allowed_ciphers) VALUES (1, ?, ?, '[1]', '[\"none\"]')",
+            "accepted_envelope_versions, write_allowed_ciphers) "
+            "VALUES (1, ?, ?, '[1]', '[\"none\"]')",
             (boundary, boundary - 1),
         )
     conn.execute(

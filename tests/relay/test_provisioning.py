@@ -48,7 +48,9 @@ def test_reapply_renames_in_place_and_increments_revision(relay: Relay, device: 
     assert names[leader.member_id] == "boss"
 
 
-def test_omitted_member_is_removed_and_its_id_can_never_return(relay: Relay, device: Device) -> None:
+def test_omitted_member_is_removed_and_its_id_can_never_return(
+    relay: Relay, device: Device
+) -> None:
     leader, worker = device.team.members
     apply(relay, device.team, [leader])
     assert [m["member_id"] for m in roster(relay, device)["members"]] == [leader.member_id]  # type: ignore[attr-defined]
@@ -61,7 +63,11 @@ def test_a_name_never_moves_to_another_member_id(relay: Relay, device: Device) -
     leader, worker = device.team.members
     apply(relay, device.team, [leader, Member(worker.member_id, "worker-2")])
     with pytest.raises(ProvisioningRejected, match="already belongs"):
-        apply(relay, device.team, [leader, Member(worker.member_id, "worker-2"), Member(new_uuid7(), "worker-1")])
+        apply(
+            relay,
+            device.team,
+            [leader, Member(worker.member_id, "worker-2"), Member(new_uuid7(), "worker-1")],
+        )
 
 
 def test_roster_above_one_thousand_members_is_rejected_atomically(

@@ -14,7 +14,9 @@ from tests.relay.helpers import batch, uuid4
 
 def post(relay: Relay, device: Device, count: int) -> list[str]:
     messages = batch(count)
-    response = relay.client.post("/v1/messages", json={"messages": messages}, headers=device.headers)
+    response = relay.client.post(
+        "/v1/messages", json={"messages": messages}, headers=device.headers
+    )
     assert response.status_code == 200
     return [m["id"] for m in messages]
 
@@ -183,12 +185,19 @@ def test_pages_walk_the_canonical_item_stream_without_gaps_or_repeats(
         last = body["items"][-1]
         assert cursor["member_id"] == last["member_id"] and cursor["kind"] == last["kind"]
     assert walked == whole
-    keys = [(i["member_id"], 0 if i["kind"] == "frontier" else 1, i.get("wire_id", "")) for i in whole]
+    keys = [
+        (i["member_id"], 0 if i["kind"] == "frontier" else 1, i.get("wire_id", "")) for i in whole
+    ]
     assert keys == sorted(keys) and len(whole) == 2 + 5
 
 
 def test_page_after_key_need_not_exist(relay: Relay, device: Device) -> None:
-    response = sync(relay, device, [], page_after={"member_id": "00000000-0000-7000-8000-000000000000", "kind": "frontier"})
+    response = sync(
+        relay,
+        device,
+        [],
+        page_after={"member_id": "00000000-0000-7000-8000-000000000000", "kind": "frontier"},
+    )
     assert len(response.json()["items"]) == 2
 
 
@@ -199,7 +208,15 @@ def test_page_after_key_need_not_exist(relay: Relay, device: Device) -> None:
         {"updates": [], "page_after": None, "page_limit": 0},
         {"updates": [], "page_after": None, "page_limit": 1001},
         {"updates": [], "page_after": {"member_id": "x", "kind": "frontier"}, "page_limit": 1},
-        {"updates": [], "page_after": {"member_id": "00000000-0000-7000-8000-000000000000", "kind": "frontier", "wire_id": "x"}, "page_limit": 1},
+        {
+            "updates": [],
+            "page_after": {
+                "member_id": "00000000-0000-7000-8000-000000000000",
+                "kind": "frontier",
+                "wire_id": "x",
+            },
+            "page_limit": 1,
+        },
         {"updates": [], "page_after": None, "page_limit": 5, "extra": True},
     ],
 )

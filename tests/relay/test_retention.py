@@ -63,12 +63,16 @@ def test_retain_beyond_current_seq_is_refused(relay: Relay, device: Device) -> N
         relay.store.retain(device.team.team_id, 3)
 
 
-def test_replay_of_a_retained_id_returns_its_original_sequence(relay: Relay, device: Device) -> None:
+def test_replay_of_a_retained_id_returns_its_original_sequence(
+    relay: Relay, device: Device
+) -> None:
     first = batch(3)
     post(relay, device, first)
     relay.store.retain(device.team.team_id, 3)
     response = post(relay, device, [first[1]])
-    assert response.json()["acks"] == [{"id": first[1]["id"], "server_seq": "2", "disposition": "duplicate"}]
+    assert response.json()["acks"] == [
+        {"id": first[1]["id"], "server_seq": "2", "disposition": "duplicate"}
+    ]
     caps = relay.client.get("/v1/capabilities", headers=device.headers).json()
     assert caps["current_seq"] == "3"
 
@@ -87,7 +91,17 @@ def test_retention_max_merges_read_frontiers_and_drops_covered_exact_reads(
     messages = batch(6)
     post(relay, device, messages)
     member = device.team.members[0].member_id
-    sync(relay, device, [{"member_id": member, "server_seq": "1", "exact_wire_ids": [messages[3]["id"], messages[5]["id"]]}])
+    sync(
+        relay,
+        device,
+        [
+            {
+                "member_id": member,
+                "server_seq": "1",
+                "exact_wire_ids": [messages[3]["id"], messages[5]["id"]],
+            }
+        ],
+    )
     relay.store.retain(device.team.team_id, 4)
     items = sync(relay, device, []).json()["items"]
     mine = [i for i in items if i["member_id"] == member]
@@ -136,7 +150,16 @@ def test_default_database_path_follows_env_then_xdg() -> None:
     assert default_db_path({"XDG_DATA_HOME": "/d"}) == Path("/d/syncengine/relay.db")
 
 
-FORBIDDEN_COLUMNS = {"from", "to", "from_agent", "to_agent", "sender", "recipient", "body", "created_at"}
+FORBIDDEN_COLUMNS = {
+    "from",
+    "to",
+    "from_agent",
+    "to_agent",
+    "sender",
+    "recipient",
+    "body",
+    "created_at",
+}
 
 
 def test_no_column_or_index_can_hold_sender_recipient_body_or_client_time(tmp_path: Path) -> None:
