@@ -1,8 +1,10 @@
 """The ``syncengine`` command line.
 
-Each command group lives in its own module exposing ``register(subparsers)``;
-modules are imported only when the program starts so that ``--help`` and
-fast commands stay cheap. A handler returns the process exit code.
+Each command group lives in its own module exposing ``register(subparsers)``.
+Start-up cost matters (``syncengine pull`` runs on a schedule and the bash
+driver spawns one process per storage operation), so :func:`main` imports
+only the module of the command actually invoked; ``--help`` and unknown
+commands import them all. A handler returns the process exit code.
 """
 
 from __future__ import annotations
@@ -10,35 +12,44 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-# Command-group modules, in the order their help appears.
-COMMAND_MODULES: tuple[str, ...] = (
-    "syncengine.cli.envelope",
-    "syncengine.cli.driver",
-    "syncengine.cli.team",
-    "syncengine.cli.relay",
-    "syncengine.cli.keys",
-)
+# Command name -> module registering it, in the order their help appears.
+COMMANDS: dict[str, str] = {
+    "envelope": "syncengine.cli.envelope",
+    "driver": "syncengine.cli.driver",
+    "team": "syncengine.cli.team",
+    "keys": "syncengine.cli.keys",
+    "relay": "syncengine.cli.relay",
+}
+COMMAND_MODULES: tuple[str, ...] = tuple(COMMANDS.values())
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules: Iterable[str] = COMMAND_MODULES) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="syncengine",
         description="Encrypted, crash-safe sync for local-first agent message stores.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(name).register(subparsers)
     return parser
 
 
+def _modules_for(argv: Sequence[str]) -> tuple[str, ...]:
+    """Only the invoked command's module, when the command is unambiguous."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    if first in COMMANDS and argv and argv[0] == first:
+        return (COMMANDS[first],)
+    return COMMAND_MODULES
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler = args.handler
-    code: int = handler(args)
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_modules_for(args_list))
+    args = parser.parse_args(args_list)
+    code: int = args.handler(args)
     return code
 
 
