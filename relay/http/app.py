@@ -48,8 +48,6 @@ from relay.http.intake import (
     require_team_id,
 )
 from relay.limits import (
-    DEFAULT_PAGE_LIMIT,
-    MAX_PAGE_LIMIT,
     PAIRING_TOKEN_TTL_SECONDS,
     PROTOCOL_VERSION,
     SUPPORTED_VERSIONS,
@@ -59,7 +57,7 @@ from relay.storage.base import RelayStore
 from relay.storage.records import Access, TeamBinding
 from wire.errors import WireError
 from wire.http_v1 import paths
-from wire.scalars import check_uuid7, parse_seq
+from wire.scalars import check_uuid7
 
 __all__ = ["PAIRING_TOKEN_TTL", "ProtocolHeaders", "create_app"]
 
@@ -225,27 +223,7 @@ class _Handlers:
         try:
             require_no_body(request)
             params = query_params(request, frozenset({"after", "limit"}))
-            if "after" not in params:
-                raise InvalidRequest(
-                    "query parameter after is required", details={"field": "after"}
-                )
-            after = parse_seq(params["after"], "after")
-            limit = DEFAULT_PAGE_LIMIT
-            if "limit" in params:
-                raw = params["limit"]
-                if not (raw.isascii() and raw.isdigit() and raw[0] != "0" and len(raw) <= 4):
-                    raise InvalidRequest(
-                        "limit must be an integer 1..1000", details={"field": "limit"}
-                    )
-                limit = int(raw)
-                if limit > MAX_PAGE_LIMIT:
-                    raise InvalidRequest(
-                        "limit must be an integer 1..1000", details={"field": "limit"}
-                    )
-        except WireError as exc:
-            raise InvalidRequest(
-                exc.rule, details={"field": exc.field}, team_id=access.team_id
-            ) from None
+            after, limit = bodies.parse_messages_query(params.items())
         except RelayError as exc:
             raise exc.bind_team(access.team_id) from None
         page = await self.call(
