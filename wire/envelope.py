@@ -117,10 +117,10 @@ class Envelope:
         """Wrap freshly sealed bytes, enforcing the same limits a reader applies."""
         try:
             expect_int(v, "envelope.v", minimum=0, maximum=_U32_MAX)
+            check_cipher(cipher, "envelope.cipher")
+            check_key_id(key_id, "envelope.key_id")
         except SchemaError as exc:
             raise EnvelopeError(exc.field, exc.rule) from None
-        check_cipher(cipher, "envelope.cipher")
-        check_key_id(key_id, "envelope.key_id")
         limit = min(max_blob_bytes, MAX_BLOB_BYTES)
         if not data:
             raise EnvelopeError("envelope.blob", "blob must not be empty")

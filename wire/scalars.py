@@ -97,7 +97,11 @@ def format_timestamp(moment: datetime) -> str:
     """Aware datetime → canonical UTC timestamp with six fractional digits."""
     if moment.tzinfo is None:
         raise ScalarError("timestamp", "datetime must be timezone-aware")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ").rjust(27, "0")
+    try:
+        utc = moment.astimezone(UTC)
+    except OverflowError:
+        raise ScalarError("timestamp", "instant falls outside years 0001-9999 in UTC") from None
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ").rjust(27, "0")
 
 
 def _check_name_common(text: object, field: str, what: str) -> str:

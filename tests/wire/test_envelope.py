@@ -395,3 +395,14 @@ def test_envelope_round_trips_through_json_object(
 def test_blob_rejects_padding_after_a_full_quantum(text: str) -> None:
     with pytest.raises(EnvelopeError):
         decode_blob(text, "blob")
+
+
+def test_from_blob_bytes_reports_a_bad_cipher_as_an_envelope_error():
+    import pytest
+
+    from wire.envelope import Envelope
+    from wire.errors import EnvelopeError
+
+    with pytest.raises(EnvelopeError) as info:
+        Envelope.from_blob_bytes("Bad Cipher", None, b"x")
+    assert info.value.field == "envelope.cipher"

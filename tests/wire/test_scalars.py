@@ -482,3 +482,16 @@ def test_profile_key_id_accepts_epoch_names(text: str) -> None:
 def test_profile_key_id_rejects_anything_outside_the_epoch_grammar(value: object) -> None:
     with pytest.raises(ScalarError):
         scalars.check_profile_key_id(value, "key_id")
+
+
+def test_format_timestamp_refuses_an_instant_before_year_one_in_utc():
+    from datetime import datetime, timedelta, timezone
+
+    import pytest
+
+    from wire.errors import ScalarError
+    from wire.scalars import format_timestamp
+
+    plus_nine = timezone(timedelta(hours=9))
+    with pytest.raises(ScalarError):
+        format_timestamp(datetime(1, 1, 1, 0, 0, tzinfo=plus_nine))
