@@ -69,7 +69,9 @@ def run_case(label: str, body_size: int, recipients: int) -> list[tuple[str, flo
     our_recipients = [i.recipient for i in identities]
 
     def pyrage_seal() -> Envelope:
-        framed = encode_frame(context, message.to_jcs())
+        # The same pipeline as ours, with pyrage doing the age step.
+        bound = build_context(1, TEAM, WIRE, "age-v1", "epoch-1")
+        framed = encode_frame(bound, message.to_jcs())
         return Envelope.from_blob_bytes(
             "age-v1", "epoch-1", pyrage.encrypt(framed, their_recipients)
         )
