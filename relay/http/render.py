@@ -26,6 +26,7 @@ from relay.storage.records import (
 )
 from wire.http_v1.binding import ResponseBinding
 from wire.http_v1.capabilities import Capabilities
+from wire.http_v1.errors import ErrorResponse
 from wire.scalars import format_seq
 
 
@@ -152,12 +153,21 @@ def revoke_result(server_instance_id: str, result: RevokeResult) -> dict[str, An
 
 
 def error(exc: RelayError, server_instance_id: str | None) -> dict[str, Any]:
-    """The single error envelope with binding fields exactly as resolved."""
-    document: dict[str, Any] = {"protocol_version": PROTOCOL_VERSION}
-    if exc.server_bound and server_instance_id is not None:
-        document["server_instance_id"] = server_instance_id
-        if exc.team_id is not None:
-            document["team_id"] = exc.team_id
-    document.update(exc.extra)
-    document["error"] = {"code": exc.code, "message": exc.message, "details": exc.details}
-    return document
+    """The single error envelope, built (and checked) by :mod:`wire.http_v1.errors`.
+
+    Binding members appear exactly as far as resolution got; the wire
+    builder refuses a body whose binding or ``details`` a client would reject,
+    so a relay bug surfaces as a 500 in tests rather than as a confused client.
+    """
+    bound = exc.server_bound and server_instance_id is not None
+    floor = exc.extra.get("min_available_seq")
+    return ErrorResponse(
+        status=exc.status,
+        code=exc.code,
+        message=exc.message,
+        details=exc.details,
+        server_instance_id=server_instance_id if bound else None,
+        team_id=exc.team_id if bound else None,
+        team_name=exc.extra.get("team_name") if bound else None,
+        min_available_seq=int(floor) if bound and floor is not None else None,
+    ).to_obj()

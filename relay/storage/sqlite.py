@@ -542,7 +542,7 @@ class SqliteRelayStore:
                     team_id=team.team_id,
                     extra={
                         "team_name": team.team_name,
-                        "min_available_seq": str(team.min_available_seq),
+                        "min_available_seq": team.min_available_seq,
                     },
                 )
             rows = conn.execute(
@@ -663,28 +663,33 @@ class SqliteRelayStore:
                 fresh += conn.changes()
             added[update.member_id] = fresh
 
-        for member_id in sorted(added):
-            if added[member_id] == 0:
-                continue
-            (count,) = conn.execute(
-                "SELECT count(*) FROM read_exact WHERE team_pk = ? AND member_id = ?",
-                (team.pk, member_id),
-            ).fetchone()
-            if count > MAX_EXACT_PER_MEMBER:
-                raise ReadStateLimitExceeded(
-                    details={
-                        "member_id": member_id,
-                        "scope": "member",
-                        "limit": MAX_EXACT_PER_MEMBER,
-                    },
-                )
         (total,) = conn.execute(
             "SELECT count(*) FROM read_exact WHERE team_pk = ?", (team.pk,)
         ).fetchone()
-        if total > MAX_EXACT_PER_TEAM:
-            causal = min(m for m, n in added.items() if n > 0)
+        counts = {
+            member_id: int(count)
+            for member_id, count in conn.execute(
+                "SELECT member_id, count(*) FROM read_exact WHERE team_pk = ? "
+                "AND member_id IN (SELECT value FROM json_each(?)) GROUP BY member_id",
+                (team.pk, json.dumps(sorted(added))),
+            )
+        }
+        # Only a member whose *new* facts survived GC can have caused an
+        # overflow; naming one guarantees that dropping its update from a
+        # retry makes progress (read-state spec "Limit failure and recovery").
+        contributors = sorted(m for m, n in added.items() if n > 0)
+        causal = next((m for m in contributors if counts.get(m, 0) > MAX_EXACT_PER_MEMBER), None)
+        if causal is None and total > MAX_EXACT_PER_TEAM and contributors:
+            causal = contributors[0]
+        if causal is not None:
             raise ReadStateLimitExceeded(
-                details={"member_id": causal, "scope": "team", "limit": MAX_EXACT_PER_TEAM},
+                details={
+                    "member_id": causal,
+                    "member_exact_count": str(counts.get(causal, 0)),
+                    "team_exact_count": str(int(total)),
+                    "max_exact_per_member": MAX_EXACT_PER_MEMBER,
+                    "max_exact_per_team": MAX_EXACT_PER_TEAM,
+                },
             )
 
     @staticmethod

@@ -10,6 +10,7 @@ from relay.secrets import new_uuid7
 from relay.storage import sqlite as sqlite_store
 from tests.relay.conftest import Device, Relay
 from tests.relay.helpers import batch, uuid4
+from wire.http_v1.errors import ErrorResponse
 
 
 def post(relay: Relay, device: Device, count: int) -> list[str]:
@@ -147,6 +148,9 @@ def test_member_limit_rejects_whole_update_naming_the_causal_member(
     assert body["error"]["code"] == "read-state-limit-exceeded"
     assert body["error"]["details"]["member_id"] == leader
     assert body["team_id"] == device.team.team_id
+    parsed = ErrorResponse.from_obj(body, 409)  # the client's table accepts the details
+    assert parsed.details["member_exact_count"] == "4"
+    assert parsed.details["max_exact_per_member"] == 3
     state = sync(relay, device, []).json()["items"]
     assert {"kind": "frontier", "member_id": worker, "server_seq": "0"} in state
     assert {"kind": "frontier", "member_id": leader, "server_seq": "0"} in state
