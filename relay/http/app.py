@@ -28,6 +28,7 @@ from starlette.responses import Response
 from starlette.routing import Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from relay import openapi
 from relay.errors import (
     InternalError,
     InvalidPairingToken,
@@ -267,6 +268,11 @@ class _Handlers:
         )
         return json_response(render.exchange_result(self.sid, result, secret))
 
+    async def openapi_document(self, request: Request) -> Response:
+        """Like health, a discovery endpoint: no team, credential or version needed."""
+        require_no_body(request)
+        return json_response(openapi.document())
+
     async def revoke(self, request: Request) -> Response:
         require_protocol_version(request)
         team_id = require_team_id(request)
@@ -314,6 +320,7 @@ def create_app(store: RelayStore, *, clock: Clock = utc_now) -> ProtocolHeaders:
         (paths.READ_STATE_SYNC, post, handlers.read_state_sync),
         (paths.PAIRING_EXCHANGE, post, handlers.pairing_exchange),
         ("/v1/credentials/{credential_id}/revoke", post, handlers.revoke),
+        (openapi.OPENAPI_PATH, get, handlers.openapi_document),
     ]
     routes = [
         Route(path, _guard(methods, endpoint, handlers), methods=_ALL_METHODS)
