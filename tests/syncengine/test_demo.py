@@ -8,5 +8,6 @@ from syncengine import demo
 def test_demo_seals_and_opens_every_message(capsys):
     assert demo.main() == 0
     out = capsys.readouterr().out
-    assert out.count("opened: importable") == 2
+    assert out.count("opened: importable") == 4
+    assert "cipher=age-v1 key_id=epoch-1" in out
     assert out.rstrip().endswith("ok")
