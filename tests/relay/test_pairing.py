@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import threading
 from pathlib import Path
 
@@ -89,9 +90,12 @@ def test_exchange_body_is_strict(relay: Relay, team: Team) -> None:
     assert exchange(relay, token).status_code == 200  # type: ignore[attr-defined]
 
 
-def test_secrets_are_stored_only_as_hashes(relay: Relay, team: Team, tmp_path: Path) -> None:
+def test_secrets_are_stored_only_as_hashes_in_private_files(relay: Relay, team: Team, tmp_path: Path) -> None:
     token = issue_token(relay.store, team.team_id)
     credential = exchange(relay, token).json()["credential"]  # type: ignore[attr-defined]
+    files = [p for p in tmp_path.iterdir() if p.name.startswith("relay.db")]
+    assert {p.name for p in files} >= {"relay.db", "relay.db-wal"}
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in files)
     relay.store.close()
     raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("relay.db"))
     assert token.encode() not in raw
