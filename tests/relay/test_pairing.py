@@ -90,7 +90,9 @@ def test_exchange_body_is_strict(relay: Relay, team: Team) -> None:
     assert exchange(relay, token).status_code == 200  # type: ignore[attr-defined]
 
 
-def test_secrets_are_stored_only_as_hashes_in_private_files(relay: Relay, team: Team, tmp_path: Path) -> None:
+def test_secrets_are_stored_only_as_hashes_in_private_files(
+    relay: Relay, team: Team, tmp_path: Path
+) -> None:
     token = issue_token(relay.store, team.team_id)
     credential = exchange(relay, token).json()["credential"]  # type: ignore[attr-defined]
     files = [p for p in tmp_path.iterdir() if p.name.startswith("relay.db")]
