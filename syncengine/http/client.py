@@ -128,7 +128,7 @@ class ClientConfig:
     turning verification off is not possible.
     """
 
-    timeout: httpx.Timeout = DEFAULT_TIMEOUT
+    timeout: httpx.Timeout = field(default_factory=lambda: DEFAULT_TIMEOUT)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     client_version: str = __version__
     #: Bound for every non-page success document (capabilities, members, ...).

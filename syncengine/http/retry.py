@@ -182,27 +182,32 @@ def classify_status_without_envelope(
     return None
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and everything it was caused by or raised during, each once."""
+    found: list[BaseException] = []
+    pending: list[BaseException] = [exc]
+    while pending and len(found) < 16:
+        current = pending.pop(0)
+        if any(current is seen for seen in found):
+            continue
+        found.append(current)
+        pending.extend(x for x in (current.__cause__, current.__context__) if x is not None)
+    return found
+
+
 def _ssl_verification_cause(exc: BaseException) -> ssl.SSLCertVerificationError | None:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _chain(exc):
         if isinstance(current, ssl.SSLCertVerificationError):
             return current
-        current = current.__cause__ or current.__context__
     return None
 
 
 def _cause_chain(exc: BaseException) -> str:
     """Flatten the cause chain so a TLS or DNS cause is visible (upstream #744)."""
-    parts: list[str] = []
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen and len(parts) < 5:
-        seen.add(id(current))
+    parts = []
+    for current in _chain(exc)[:5]:
         text = str(current)
         parts.append(f"{type(current).__name__}: {text}" if text else type(current).__name__)
-        current = current.__cause__ or current.__context__
     return " <- ".join(parts)
 
 
