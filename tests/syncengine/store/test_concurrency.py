@@ -4,6 +4,7 @@ nothing and never deliver a message twice (specs/store.md §2)."""
 from __future__ import annotations
 
 import multiprocessing
+import time
 from pathlib import Path
 
 from syncengine.store import Store, StoreBusy
@@ -23,9 +24,11 @@ def _send(path: str, index: int) -> list[str]:
 def _consume(path: str, stop_after: int) -> list[str]:
     """A watcher loop: read cursor, watch after it, consume what it saw."""
     seen: list[str] = []
+    # A deadline, not an idle-poll count: under load the senders may start
+    # seconds after the consumer, and giving up early would be a false alarm.
+    deadline = time.monotonic() + 80
     with Store(path, busy_timeout_ms=20_000) as store:
-        idle = 0
-        while len(seen) < stop_after and idle < 2000:
+        while len(seen) < stop_after and time.monotonic() < deadline:
             cursor = store.read_cursor_get("dev", "reader")
             result = store.watch_after(cursor, ["dev:reader"])
             fresh = [m.id for m in result.messages]
@@ -34,7 +37,8 @@ def _consume(path: str, stop_after: int) -> list[str]:
             except StoreBusy:
                 continue
             seen += fresh
-            idle = 0 if fresh else idle + 1
+            if not fresh:
+                time.sleep(0.005)
     return seen
 
 
