@@ -10,7 +10,13 @@ Framing follows the contract exactly:
   ``history``, ``watch_tip``, ``watch_after``) print data only and report
   failure by exit code with the message on stderr;
 * ``describe`` prints ``key=value`` metadata only and always exits 0;
-* ``store_exists`` answers by exit code alone.
+* ``store_exists`` answers by exit code alone;
+* the Stage-1 sync verbs (``capabilities``, ``prepare``, ``reconcile``,
+  ``apply``, ``reprocess``; specs/sync-stage1.md §7) take the binding on
+  argv — ``<local-team> <server-instance-id> <remote-team-id>
+  <protocol-version>`` — read and write JSONL, print data only and exit
+  with the upstream adapter codes (2 usage, 11 busy, 12 corrupt_state,
+  13 check failed, 14 unsupported).
 
 Message bodies never travel on argv: ``send`` reads the body from stdin and
 ``send_batch`` reads JSONL records. The store module is imported only when
@@ -27,7 +33,7 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from syncengine.store import Store
 
-__all__ = ["CONTROL_OPS", "OPS", "RECORD_OPS", "register", "run_op"]
+__all__ = ["CONTROL_OPS", "OPS", "RECORD_OPS", "SYNC_OPS", "register", "run_op"]
 
 CONTROL_OPS = frozenset(
     {"check", "init", "mark_read_batch", "read_cursor_consume", "compact", "export", "import"}
@@ -35,7 +41,8 @@ CONTROL_OPS = frozenset(
 RECORD_OPS = frozenset(
     {"send", "send_batch", "list_unread", "read_cursor_get", "history", "watch_tip", "watch_after"}
 )
-OPS = sorted(CONTROL_OPS | RECORD_OPS | {"describe", "store_exists"})
+SYNC_OPS = frozenset({"capabilities", "prepare", "reconcile", "apply", "reprocess"})
+OPS = sorted(CONTROL_OPS | RECORD_OPS | SYNC_OPS | {"describe", "store_exists"})
 
 DIRECTIVE_PREFIX = "AGMSG-DIRECTIVE: "
 
@@ -250,7 +257,9 @@ def _describe(store_path: str | None, out: IO[bytes]) -> int:
 
         meta = Store(store_path).describe()
     except Exception:  # describe always succeeds (§2.1): degrade to static facts
-        meta = {"name": "syncengine", "capabilities": ""}
+        from syncengine.store.store import CAPABILITIES
+
+        meta = {"name": "syncengine", "capabilities": ",".join(CAPABILITIES)}
     _write(out, [f"{key}={value}" for key, value in meta.items()])
     return 0
 
@@ -287,6 +296,12 @@ def run_op(
     inp = stdin if stdin is not None else sys.stdin.buffer
     if op == "describe":
         return _describe(store_path, out)
+    if op in SYNC_OPS:
+        from syncengine.cli import sync_driver
+
+        return sync_driver.run_sync_op(
+            op, args, store_path=store_path, stdin=inp, stdout=out, stderr=err
+        )
     try:
         import apsw  # noqa: F401
     except ImportError:

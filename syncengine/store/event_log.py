@@ -37,7 +37,7 @@ from syncengine.store.read_state import advance_frontier
 from syncengine.store.records import ORIGIN_IMPORTED, ORIGIN_LOCAL, dump_record
 from syncengine.store.teams import member_pk, team_pk
 
-__all__ = ["compact", "export_events", "import_events", "normalize_at"]
+__all__ = ["compact", "export_events", "import_events", "import_message_sent", "normalize_at"]
 
 _AT = re.compile(
     r"(?P<head>[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.(?P<frac>[0-9]{1,6}))?Z"
@@ -221,6 +221,16 @@ def _import_sent(conn: Any, record: dict[str, Any], where: str) -> bool:
         (message_id, tkey, sender, recipient, body, at, origin),
     )
     return True
+
+
+def import_message_sent(conn: Any, record: dict[str, Any], where: str) -> int | None:
+    """Import one ``message_sent`` record through the same checks as a file
+    import; returns the new message's ``seq``, or ``None`` when an identical
+    event is already stored (the sync layer imports pulled messages here)."""
+    if _import_sent(conn, record, where):
+        seq: int = conn.last_insert_rowid()
+        return seq
+    return None
 
 
 def _import_read(conn: Any, record: dict[str, Any], where: str) -> tuple[bool, int]:

@@ -7,9 +7,10 @@ and a concurrent opener either sees the old or the new schema. A store whose
 version is newer than :data:`LATEST_VERSION` is refused, never downgraded.
 
 Tables are ``STRICT`` and keyed by integer surrogates so renames touch one
-row. Names of later sync tables (bindings, wire-ID reservations, acks,
-quarantine, remote read overlays) are left for migrations 3 and up; the
-``messages.origin`` column already distinguishes local writes from imports.
+row. Migration 3 adds the Stage-1 sync tables (bindings, wire-ID
+reservations with their acknowledgements, the pull quarantine and the
+conflict audit; specs/sync-stage1.md §2); the ``messages.origin`` column
+distinguishes local writes from imports.
 """
 
 from __future__ import annotations
@@ -90,8 +91,105 @@ def _v2_message_log(conn: Any) -> None:
     )
 
 
+_BLOCKING_STATES = (
+    "'unsupported_cipher', 'pending_key', 'authentication_failed', 'malformed', 'policy_violation'"
+)
+
+
+def _v3_sync_stage1(conn: Any) -> None:
+    """Stage-1 message sync (specs/sync-stage1.md §2): bindings, push
+    reservations, the pull quarantine and the durable conflict audit.
+
+    Every sequence and cursor is an INTEGER here and a canonical decimal
+    string only on the wire. The partial indexes are what keep the hot paths
+    proportional to the page: the first unacknowledged position (reconcile's
+    push cursor, agmsg #912), the blocking keyset (reprocess) and the next
+    local-origin positions of a team (prepare; imports are never candidates,
+    agmsg #949).
+    """
+    conn.execute(
+        f"""
+        CREATE TABLE sync_bindings (
+            binding_pk         INTEGER PRIMARY KEY,
+            team_pk            INTEGER NOT NULL REFERENCES teams (team_pk),
+            server_instance_id TEXT NOT NULL,
+            remote_team_id     TEXT NOT NULL,
+            protocol_version   INTEGER NOT NULL,
+            driver_generation  TEXT NOT NULL,
+            state              TEXT NOT NULL CHECK (state IN ('active', 'retired')),
+            revision           INTEGER NOT NULL CHECK (revision >= 1),
+            push_cursor        INTEGER NOT NULL DEFAULT 0 CHECK (push_cursor >= 0),
+            transport_cursor   INTEGER NOT NULL DEFAULT 0 CHECK (transport_cursor >= 0),
+            corrupt_count      INTEGER NOT NULL DEFAULT 0 CHECK (corrupt_count >= 0),
+            created_at         TEXT NOT NULL,
+            UNIQUE (server_instance_id, remote_team_id, protocol_version)
+        ) STRICT;
+        CREATE INDEX sync_bindings_by_team ON sync_bindings (team_pk);
+        CREATE TABLE sync_push (
+            binding_pk     INTEGER NOT NULL REFERENCES sync_bindings (binding_pk),
+            local_position INTEGER NOT NULL REFERENCES messages (seq),
+            state          TEXT NOT NULL CHECK (state IN ('reserved', 'acked', 'blocked')),
+            wire_id        TEXT,
+            envelope_v     INTEGER,
+            cipher         TEXT,
+            key_id         TEXT,
+            blob           TEXT,
+            server_seq     INTEGER CHECK (server_seq >= 1),
+            blocked_limit  INTEGER,
+            blocked_reason TEXT,
+            PRIMARY KEY (binding_pk, local_position),
+            UNIQUE (binding_pk, wire_id),
+            UNIQUE (binding_pk, server_seq),
+            CHECK ((state = 'blocked') = (wire_id IS NULL)),
+            CHECK ((state = 'acked') = (server_seq IS NOT NULL)),
+            CHECK ((state = 'blocked') = (blocked_limit IS NOT NULL)),
+            CHECK (wire_id IS NULL
+                   OR (envelope_v IS NOT NULL AND cipher IS NOT NULL AND blob IS NOT NULL))
+        ) STRICT;
+        CREATE INDEX sync_push_open ON sync_push (binding_pk, local_position)
+            WHERE state != 'acked';
+        CREATE INDEX sync_push_blocked ON sync_push (binding_pk, blocked_limit)
+            WHERE state = 'blocked';
+        CREATE TABLE sync_quarantine (
+            binding_pk              INTEGER NOT NULL REFERENCES sync_bindings (binding_pk),
+            wire_id                 TEXT NOT NULL,
+            server_seq              INTEGER NOT NULL CHECK (server_seq >= 1),
+            server_received_at      TEXT NOT NULL,
+            envelope_v              INTEGER NOT NULL,
+            cipher                  TEXT NOT NULL,
+            key_id                  TEXT,
+            blob                    TEXT NOT NULL,
+            status                  TEXT NOT NULL CHECK (status IN (
+                'imported', 'reconciled', 'corrupt_state', {_BLOCKING_STATES})),
+            policy_revision         INTEGER NOT NULL CHECK (policy_revision >= 0),
+            local_security_revision INTEGER NOT NULL CHECK (local_security_revision >= 0),
+            reason                  TEXT,
+            local_position          INTEGER REFERENCES messages (seq),
+            PRIMARY KEY (binding_pk, wire_id),
+            UNIQUE (binding_pk, server_seq)
+        ) STRICT;
+        CREATE INDEX sync_quarantine_blocking ON sync_quarantine (binding_pk, server_seq, wire_id)
+            WHERE status IN ({_BLOCKING_STATES});
+        CREATE TABLE sync_conflicts (
+            conflict_pk     INTEGER PRIMARY KEY AUTOINCREMENT,
+            binding_pk      INTEGER NOT NULL REFERENCES sync_bindings (binding_pk),
+            kind            TEXT NOT NULL CHECK (kind IN (
+                'ack_sequence_conflict', 'ack_wire_conflict',
+                'wire_envelope_mismatch', 'sequence_wire_conflict')),
+            wire_id         TEXT NOT NULL,
+            server_seq      INTEGER NOT NULL,
+            envelope_digest TEXT NOT NULL,
+            reason          TEXT NOT NULL,
+            recorded_at     TEXT NOT NULL,
+            UNIQUE (binding_pk, kind, wire_id, server_seq, envelope_digest)
+        ) STRICT;
+        CREATE INDEX messages_local_by_team ON messages (team_pk, seq) WHERE origin = 'local';
+        """
+    )
+
+
 #: Migration ``i`` takes the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[Callable[[Any], None], ...] = (_v1_registry, _v2_message_log)
+MIGRATIONS: tuple[Callable[[Any], None], ...] = (_v1_registry, _v2_message_log, _v3_sync_stage1)
 LATEST_VERSION = len(MIGRATIONS)
 
 

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncengine.store import event_log, messages, read_state, teams
 from syncengine.store.connection import (
@@ -32,10 +32,25 @@ from syncengine.store.paths import resolve_store_path
 from syncengine.store.records import MessageSent, Team, WatchResult
 from wire.scalars import format_timestamp
 
-__all__ = ["Store"]
+if TYPE_CHECKING:
+    from syncengine.ops.apply_pull import ApplyResult
+    from syncengine.ops.bindings import BindingKey, SyncBinding
+    from syncengine.ops.prepare_push import PrepareResult
+    from syncengine.ops.records import (
+        SyncPrepare,
+        SyncPullCursor,
+        SyncPullMessage,
+        SyncPushAck,
+        SyncReconcileResult,
+    )
+    from syncengine.ops.reprocess import ReprocessResult
+    from syncengine.ops.status import SyncStatus
 
-#: Advertised by ``describe``; sync capabilities join this when implemented.
-CAPABILITIES: tuple[str, ...] = ()
+__all__ = ["CAPABILITIES", "Store"]
+
+#: Advertised by ``describe`` (driver-interface §2.8): the four Stage-1 sync
+#: operations (specs/sync-stage1.md).
+CAPABILITIES: tuple[str, ...] = ("stage1-sync",)
 
 
 def _now() -> str:
@@ -240,3 +255,58 @@ class Store:
         """Coalesce redundant read markers; returns the number removed."""
         with write_transaction(self.conn, self.path) as conn:
             return event_log.compact(conn)
+
+    # -- Stage-1 sync (specs/sync-stage1.md) --------------------------------------
+
+    def sync_bind(self, key: BindingKey) -> SyncBinding:
+        """Create the binding if absent (one transaction); returns it."""
+        from syncengine.ops.bindings import open_binding, sync_transaction
+
+        with sync_transaction(self.conn, self.path, "binding.bind") as conn:
+            return open_binding(conn, key, _now())
+
+    def sync_binding(self, key: BindingKey) -> SyncBinding | None:
+        from syncengine.ops.bindings import load_binding
+
+        with read_transaction(self.conn, self.path) as conn:
+            return load_binding(conn, key)
+
+    def sync_retire_binding(self, key: BindingKey, expected_revision: int) -> SyncBinding:
+        """Retire a binding still at ``expected_revision`` (compare-and-set)."""
+        from syncengine.ops.bindings import retire_binding, sync_transaction
+
+        with sync_transaction(self.conn, self.path, "binding.retire") as conn:
+            return retire_binding(conn, key, expected_revision)
+
+    def sync_prepare_push(self, key: BindingKey, request: SyncPrepare, limit: int) -> PrepareResult:
+        from syncengine.ops.prepare_push import prepare_push
+
+        return prepare_push(self.conn, self.path, key, request, limit, _now())
+
+    def sync_reconcile_push(
+        self, key: BindingKey, acks: Sequence[SyncPushAck]
+    ) -> SyncReconcileResult:
+        from syncengine.ops.reconcile_push import reconcile_push
+
+        return reconcile_push(self.conn, self.path, key, list(acks), _now())
+
+    def sync_apply_pull(
+        self, key: BindingKey, messages: Sequence[SyncPullMessage], cursor: SyncPullCursor
+    ) -> ApplyResult:
+        from syncengine.ops.apply_pull import apply_pull
+
+        return apply_pull(self.conn, self.path, key, list(messages), cursor, _now())
+
+    def sync_reprocess(
+        self, key: BindingKey, limit: int, page_after: str | None = None
+    ) -> ReprocessResult:
+        from syncengine.ops.reprocess import reprocess
+
+        return reprocess(self.conn, self.path, key, limit, page_after)
+
+    def sync_status(self, key: BindingKey) -> SyncStatus:
+        """Cursors, revision and counts per durable state, from one snapshot."""
+        from syncengine.ops.status import sync_status
+
+        with read_transaction(self.conn, self.path) as conn:
+            return sync_status(conn, key)

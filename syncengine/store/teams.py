@@ -23,6 +23,7 @@ __all__ = [
     "MAX_MEMBERS",
     "add_members",
     "create_team",
+    "ensure_members",
     "get_team",
     "list_teams",
     "member_pk",
@@ -103,6 +104,33 @@ def add_members(conn: Any, team: str, agents: list[str] | tuple[str, ...], now: 
         raise InvalidInput("member", f"a team has at most {MAX_MEMBERS} members")
     _insert_members(conn, key, checked, now)
     return get_team(conn, team)
+
+
+def ensure_members(conn: Any, key: int, team: str, agents: set[str], now: str) -> None:
+    """Register every name in ``agents`` that the team does not have yet.
+
+    Pulled messages name the remote team's members; the local registry
+    learns those names instead of refusing the page (specs/sync-stage1.md
+    §8). Names must pass the local rules and the member bound still holds.
+    """
+    missing = [
+        check_local_agent(agent, "agent")
+        for agent in sorted(agents)
+        if conn.execute(
+            "SELECT 1 FROM members WHERE team_pk = ? AND name = ?", (key, agent)
+        ).fetchone()
+        is None
+    ]
+    if not missing:
+        return
+    count: int = conn.execute("SELECT count(*) FROM members WHERE team_pk = ?", (key,)).fetchone()[
+        0
+    ]
+    if count + len(missing) > MAX_MEMBERS:
+        raise InvalidInput(
+            "agent", f"team {team!r} would exceed {MAX_MEMBERS} members by importing new senders"
+        )
+    _insert_members(conn, key, missing, now)
 
 
 def rename_team(conn: Any, old: str, new: str) -> Team:

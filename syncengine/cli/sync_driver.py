@@ -1,0 +1,193 @@
+"""The Stage-1 sync verbs of ``syncengine driver`` (specs/sync-stage1.md §7).
+
+Verbs and argv follow the agmsg sync adapter (UPSTREAM-RECORDS §1.1)::
+
+    capabilities [<binding>]
+    prepare   <binding> <limit>              stdin: one sync_prepare
+    reconcile <binding>                      stdin: sync_push_ack*
+    apply     <binding>                      stdin: sync_pull_message* sync_pull_cursor
+    reprocess <binding> <limit> [<page-after>]
+
+where ``<binding>`` is ``<local-team> <server-instance-id> <remote-team-id>
+<protocol-version>``. Only these non-secret identifiers and limits travel on
+argv; records travel as strict JSONL on stdin/stdout. Output is data only;
+failure is an adapter exit code (:func:`syncengine.ops.errors.adapter_exit_code`)
+with ``<status>: <message>`` on stderr, and a failed operation prints no
+records at all (so a half-written stream can never be mistaken for output).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from syncengine.ops.bindings import BindingKey
+    from syncengine.store import Store
+
+__all__ = ["run_sync_op"]
+
+
+def _usage(text: str) -> Exception:
+    from syncengine.ops.errors import SyncUsageError
+
+    return SyncUsageError(f"usage: {text}")
+
+
+def _binding(args: list[str]) -> BindingKey:
+    from syncengine.ops.bindings import BindingKey
+    from syncengine.ops.errors import SyncUsageError
+    from syncengine.store.errors import InvalidInput
+
+    try:
+        return BindingKey.from_argv(args[:4])
+    except InvalidInput as exc:
+        raise SyncUsageError(f"binding argument {exc}") from None
+
+
+def _limit(text: str, maximum: int) -> int:
+    if not text.isascii() or not text.isdigit() or text != str(int(text)):
+        raise _usage(f"<limit> must be a decimal integer in 1..{maximum}")
+    value = int(text)
+    if not 1 <= value <= maximum:
+        raise _usage(f"<limit> must be in 1..{maximum}")
+    return value
+
+
+def _dump(records: list[dict[str, Any]]) -> list[str]:
+    from syncengine.ops.records import dump_line
+
+    return [dump_line(record) for record in records]
+
+
+def _op_capabilities(store: Store | None, args: list[str], data: bytes) -> list[str]:
+    from syncengine.ops.records import SyncDriverCapabilities
+    from syncengine.store.store import CAPABILITIES
+
+    if args:
+        if len(args) != 4:
+            raise _usage(
+                "capabilities [<local-team> <server-instance-id> <remote-team-id> "
+                "<protocol-version>]"
+            )
+        _binding(args)
+    return _dump([SyncDriverCapabilities(CAPABILITIES).to_obj()])
+
+
+def _op_prepare(store: Store | None, args: list[str], data: bytes) -> list[str]:
+    from syncengine.ops.prepare_push import MAX_PREPARE_LIMIT
+    from syncengine.ops.records import SyncPrepare, parse_jsonl
+    from syncengine.store.errors import InvalidInput
+
+    if len(args) != 5:
+        raise _usage("prepare <binding…> <limit>   (one sync_prepare on stdin)")
+    key = _binding(args)
+    limit = _limit(args[4], MAX_PREPARE_LIMIT)
+    records = list(parse_jsonl(data))
+    if len(records) != 1:
+        raise InvalidInput("stdin", "prepare reads exactly one sync_prepare record")
+    where, value = records[0]
+    request = SyncPrepare.from_obj(value, where)
+    assert store is not None
+    return _dump(store.sync_prepare_push(key, request, limit).records())
+
+
+def _op_reconcile(store: Store | None, args: list[str], data: bytes) -> list[str]:
+    from syncengine.ops.records import SyncPushAck, parse_jsonl
+
+    if len(args) != 4:
+        raise _usage("reconcile <binding…>   (sync_push_ack records on stdin)")
+    key = _binding(args)
+    acks = [SyncPushAck.from_obj(value, where) for where, value in parse_jsonl(data)]
+    assert store is not None
+    return _dump([store.sync_reconcile_push(key, acks).to_obj()])
+
+
+def _op_apply(store: Store | None, args: list[str], data: bytes) -> list[str]:
+    from syncengine.ops.records import SyncPullCursor, SyncPullMessage, parse_jsonl
+    from syncengine.store.errors import InvalidInput
+
+    if len(args) != 4:
+        raise _usage("apply <binding…>   (sync_pull_message records, then one sync_pull_cursor)")
+    key = _binding(args)
+    messages: list[SyncPullMessage] = []
+    cursor: SyncPullCursor | None = None
+    for where, value in parse_jsonl(data):
+        if cursor is not None:
+            raise InvalidInput(where, "nothing may follow the sync_pull_cursor record")
+        if value.get("type") == "sync_pull_cursor":
+            cursor = SyncPullCursor.from_obj(value, where)
+        else:
+            messages.append(SyncPullMessage.from_obj(value, where))
+    if cursor is None:
+        raise InvalidInput("stdin", "apply needs exactly one final sync_pull_cursor record")
+    assert store is not None
+    return _dump(store.sync_apply_pull(key, messages, cursor).records())
+
+
+def _op_reprocess(store: Store | None, args: list[str], data: bytes) -> list[str]:
+    from syncengine.ops.reprocess import MAX_REPROCESS_LIMIT
+
+    if len(args) not in (5, 6):
+        raise _usage("reprocess <binding…> <limit> [<page-after>]")
+    key = _binding(args)
+    limit = _limit(args[4], MAX_REPROCESS_LIMIT)
+    page_after = args[5] if len(args) == 6 else None
+    assert store is not None
+    return _dump(store.sync_reprocess(key, limit, page_after).records())
+
+
+_SYNC: dict[str, Callable[[Any, list[str], bytes], list[str]]] = {
+    "capabilities": _op_capabilities,
+    "prepare": _op_prepare,
+    "reconcile": _op_reconcile,
+    "apply": _op_apply,
+    "reprocess": _op_reprocess,
+}
+_READS_STDIN = frozenset({"prepare", "reconcile", "apply"})
+
+
+def run_sync_op(
+    op: str,
+    args: list[str],
+    *,
+    store_path: str | None,
+    stdin: IO[bytes],
+    stdout: IO[bytes],
+    stderr: IO[bytes],
+) -> int:
+    """Run one sync verb; returns the adapter exit code."""
+    from syncengine.cli.driver import _missing_deps
+
+    if op != "capabilities":
+        try:
+            import apsw  # noqa: F401
+        except ImportError:
+            return _missing_deps(
+                op, stdout, stderr, "the APSW SQLite binding (python package apsw) is missing"
+            )
+    from syncengine.ops.errors import adapter_exit_code
+    from syncengine.store import Status, Store, StoreError
+
+    store = Store(store_path) if op != "capabilities" else None
+    try:
+        data = stdin.read() if op in _READS_STDIN else b""
+        lines = _SYNC[op](store, args, data)
+    except StoreError as exc:
+        code, label, message = adapter_exit_code(exc), exc.status.label, str(exc)
+    except Exception as exc:  # last-resort boundary: never a traceback with data
+        code, label = 13, Status.RUNTIME_ERROR.label
+        message = f"internal error ({type(exc).__name__})"
+    else:
+        if lines:
+            stdout.write(("\n".join(lines) + "\n").encode("utf-8"))
+        stdout.flush()
+        return 0
+    finally:
+        if store is not None:
+            store.close()
+    stderr.write(
+        f"syncengine driver {op}: {label}: {message}\n".encode("utf-8", "backslashreplace")
+    )
+    stderr.flush()
+    return code

@@ -1,0 +1,37 @@
+"""Stage-1 message synchronization as crash-safe state machines over the store.
+
+Each operation is a pure core — stored facts and input records in, rows and
+output records out — wrapped in exactly one storage transaction with named
+crash points (specs/sync-stage1.md). The records are the agmsg driver ABI
+(``sync_prepare`` … ``sync_reprocess_page``).
+"""
+
+from syncengine.ops.apply_pull import ApplyResult, apply_pull
+from syncengine.ops.bindings import BindingKey, SyncBinding
+from syncengine.ops.errors import (
+    BindingMismatch,
+    StaleBinding,
+    SyncCorruptState,
+    SyncUsageError,
+    UnsupportedOperation,
+)
+from syncengine.ops.prepare_push import PrepareResult, prepare_push
+from syncengine.ops.reconcile_push import reconcile_push
+from syncengine.ops.reprocess import ReprocessResult, reprocess
+
+__all__ = [
+    "ApplyResult",
+    "BindingKey",
+    "BindingMismatch",
+    "PrepareResult",
+    "ReprocessResult",
+    "StaleBinding",
+    "SyncBinding",
+    "SyncCorruptState",
+    "SyncUsageError",
+    "UnsupportedOperation",
+    "apply_pull",
+    "prepare_push",
+    "reconcile_push",
+    "reprocess",
+]

@@ -1,0 +1,378 @@
+"""``apply_pull``: give every envelope of a pulled page a durable outcome,
+then move the transport cursor — all in one transaction
+(message-synchronization.md "Apply pull", "Three independent progress
+layers"; ADR 0005 "Ack before echo / echo before ack"; specs/sync-stage1.md §4.3).
+
+Per envelope, against durable state (quarantine row by wire ID, the
+reservation by wire ID, and whoever holds the sequence):
+
+* an unchanged replay keeps its row and reports ``reconciled`` (or its
+  blocking / corrupt status); a blocking row evaluated importable now is
+  imported (or reconciled, for an echo) — the reprocess path;
+* the echo of our own reservation with the same envelope records the
+  ``server_seq`` on the reservation (if the ack was lost or has not come
+  yet) and creates no local event;
+* an unmapped importable message gets exactly one new local UUIDv7 message
+  (``origin = 'imported'``, so it can never become a push candidate, agmsg
+  #949) through the store's import path;
+* a different envelope under a known wire ID, a wire ID at another
+  sequence, or a sequence held by another wire ID is ``corrupt_state``:
+  recorded in ``sync_conflicts``, never imported;
+* blocking statuses are stored as they are, without importing.
+
+The cursor moves to the page's ``next_after`` in the same transaction
+(``apply.commit``). Importing never marks anything read. The pure core
+:func:`plan_apply` decides; :func:`apply_pull` loads facts and writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from syncengine.ids import new_uuid7s
+from syncengine.ops.bindings import BindingKey, advance_binding, open_binding, sync_transaction
+from syncengine.ops.reconcile_push import ConflictRow, contiguous_push_cursor, insert_conflicts
+from syncengine.ops.records import (
+    SyncApplyOutcome,
+    SyncApplyResult,
+    SyncPullCursor,
+    SyncPullMessage,
+)
+from syncengine.ops.states import (
+    Evidence,
+    QuarantineState,
+    ReservationEvent,
+    ReservationState,
+    quarantine_next,
+    reservation_next,
+)
+from syncengine.store.errors import InvalidInput
+from syncengine.store.event_log import import_message_sent
+from syncengine.store.records import ORIGIN_IMPORTED
+from syncengine.store.teams import ensure_members
+
+__all__ = ["ApplyPlan", "ApplyResult", "StoredPull", "StoredPush", "apply_pull", "plan_apply"]
+
+_IN_CHUNK = 400
+
+EnvelopeKey = tuple[int, str, str | None, str]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPull:
+    """A quarantine row as the plan needs it."""
+
+    wire_id: str
+    server_seq: int
+    envelope: EnvelopeKey
+    status: QuarantineState
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPush:
+    """A published reservation as the plan needs it."""
+
+    wire_id: str
+    position: int
+    state: ReservationState
+    envelope: EnvelopeKey
+    server_seq: int | None
+
+
+@dataclass(slots=True)
+class ApplyPlan:
+    """What one page writes and reports (built by :func:`plan_apply`)."""
+
+    #: Page indexes to import as new local messages (quarantine status imported).
+    imports: list[int] = field(default_factory=list)
+    #: (page index, status) for new quarantine rows not created by an import.
+    new_rows: list[tuple[int, QuarantineState]] = field(default_factory=list)
+    #: (page index, status) for existing rows whose status changes.
+    updates: list[tuple[int, QuarantineState]] = field(default_factory=list)
+    #: (server_seq, position): reservations acknowledged by their echo.
+    echo_acks: list[tuple[int, int]] = field(default_factory=list)
+    conflicts: list[ConflictRow] = field(default_factory=list)
+    outcomes: list[QuarantineState] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    result: SyncApplyResult
+    outcomes: tuple[SyncApplyOutcome, ...]
+
+    def records(self) -> list[dict[str, Any]]:
+        return [self.result.to_obj(), *(o.to_obj() for o in self.outcomes)]
+
+
+def _envelope_key(message: SyncPullMessage) -> EnvelopeKey:
+    env = message.envelope
+    return (env.v, env.cipher, env.key_id, env.blob)
+
+
+def check_page(messages: Sequence[SyncPullMessage], cursor: SyncPullCursor, transport: int) -> None:
+    """Page-level rules, before anything is read or written (pure)."""
+    if cursor.next_after < transport:
+        raise InvalidInput(
+            "sync_pull_cursor.next_after",
+            f"would move the transport cursor backwards (it is at {transport})",
+        )
+    wires: set[str] = set()
+    seqs: set[int] = set()
+    for index, message in enumerate(messages):
+        where = f"message {index + 1}"
+        if message.wire_id in wires:
+            raise InvalidInput(f"{where}.id", "wire ID appears twice in one page")
+        if message.server_seq in seqs:
+            raise InvalidInput(f"{where}.server_seq", "server_seq appears twice in one page")
+        if message.server_seq > cursor.next_after:
+            raise InvalidInput(
+                f"{where}.server_seq", "is beyond the page's next_after (the cursor would skip it)"
+            )
+        wires.add(message.wire_id)
+        seqs.add(message.server_seq)
+
+
+def plan_apply(
+    messages: Sequence[SyncPullMessage],
+    pulled: dict[str, StoredPull],
+    pushed: dict[str, StoredPush],
+    seq_owners: dict[int, str],
+) -> ApplyPlan:
+    """Decide every envelope's outcome from durable facts (pure).
+
+    ``pulled`` / ``pushed`` map the page's wire IDs to their quarantine row
+    and reservation; ``seq_owners`` maps the page's sequences to the wire
+    ID holding them in the binding (quarantine or reservation).
+    """
+    plan = ApplyPlan()
+    for index, message in enumerate(messages):
+        envelope = _envelope_key(message)
+        blocking = message.status != "importable"
+        stored = pulled.get(message.wire_id)
+        mine = pushed.get(message.wire_id)
+        supplied = message.status if blocking else None
+
+        def conflict(kind: str, reason: str, message: SyncPullMessage = message) -> None:
+            digest = message.envelope.digest().hex()
+            plan.conflicts.append(
+                ConflictRow(kind, message.wire_id, message.server_seq, digest, reason)
+            )
+
+        if stored is not None:
+            if stored.server_seq != message.server_seq or stored.envelope != envelope:
+                conflict(
+                    "wire_envelope_mismatch",
+                    "wire ID was pulled before with another sequence or envelope",
+                )
+                evidence = Evidence.MISMATCH
+            elif (
+                mine is not None and mine.envelope != envelope
+            ):  # pragma: no cover - caught at first arrival
+                evidence = Evidence.MISMATCH
+            elif blocking:
+                evidence = Evidence.BLOCKING
+            else:
+                evidence = Evidence.IMPORTABLE_ECHO if mine is not None else Evidence.IMPORTABLE_NEW
+            after, outcome = quarantine_next(stored.status, evidence, supplied)
+            if after is not stored.status or (blocking and after.blocking):
+                plan.updates.append((index, after))
+            if after is QuarantineState.IMPORTED and stored.status is not QuarantineState.IMPORTED:
+                plan.imports.append(index)
+            plan.outcomes.append(outcome)
+            continue
+        owner = seq_owners.get(message.server_seq)
+        if owner is not None and owner != message.wire_id:
+            # The sequence belongs to another wire ID: no row can hold this one.
+            conflict("sequence_wire_conflict", "server_seq is already held by another wire ID")
+            plan.outcomes.append(QuarantineState.CORRUPT_STATE)
+            continue
+        if mine is not None:
+            if mine.envelope != envelope or mine.server_seq not in (None, message.server_seq):
+                conflict(
+                    "wire_envelope_mismatch",
+                    "our reservation has another envelope or sequence under this wire ID",
+                )
+                evidence = Evidence.MISMATCH
+            else:
+                evidence = Evidence.BLOCKING if blocking else Evidence.IMPORTABLE_ECHO
+                # The echo proves the relay holds our envelope at this sequence.
+                reservation_next(mine.state, ReservationEvent.ECHO)
+                if mine.server_seq is None:
+                    plan.echo_acks.append((message.server_seq, mine.position))
+        else:
+            evidence = Evidence.BLOCKING if blocking else Evidence.IMPORTABLE_NEW
+        after, outcome = quarantine_next(None, evidence, supplied)
+        if after is QuarantineState.IMPORTED:
+            plan.imports.append(index)
+        else:
+            plan.new_rows.append((index, after))
+        plan.outcomes.append(outcome)
+    return plan
+
+
+# -- edge -----------------------------------------------------------------------------
+
+
+def _chunked(values: list[Any]) -> list[list[Any]]:
+    return [values[i : i + _IN_CHUNK] for i in range(0, len(values), _IN_CHUNK)]
+
+
+def _load_facts(
+    conn: Any, binding_pk: int, messages: Sequence[SyncPullMessage]
+) -> tuple[dict[str, StoredPull], dict[str, StoredPush], dict[int, str]]:
+    pulled: dict[str, StoredPull] = {}
+    pushed: dict[str, StoredPush] = {}
+    owners: dict[int, str] = {}
+    for part in _chunked([m.wire_id for m in messages]):
+        marks = ",".join("?" * len(part))
+        for row in conn.execute(
+            "SELECT wire_id, server_seq, envelope_v, cipher, key_id, blob, status"
+            f" FROM sync_quarantine WHERE binding_pk = ? AND wire_id IN ({marks})",
+            (binding_pk, *part),
+        ):
+            pulled[row[0]] = StoredPull(
+                row[0], row[1], (row[2], row[3], row[4], row[5]), QuarantineState(row[6])
+            )
+        for row in conn.execute(
+            "SELECT wire_id, local_position, state, envelope_v, cipher, key_id, blob, server_seq"
+            f" FROM sync_push WHERE binding_pk = ? AND wire_id IN ({marks})",
+            (binding_pk, *part),
+        ):
+            pushed[row[0]] = StoredPush(
+                row[0], row[1], ReservationState(row[2]), (row[3], row[4], row[5], row[6]), row[7]
+            )
+    for part in _chunked([m.server_seq for m in messages]):
+        marks = ",".join("?" * len(part))
+        for table in ("sync_push", "sync_quarantine"):
+            for row in conn.execute(
+                f"SELECT server_seq, wire_id FROM {table}"
+                f" WHERE binding_pk = ? AND server_seq IN ({marks})",
+                (binding_pk, *part),
+            ):
+                owners[row[0]] = row[1]
+    return pulled, pushed, owners
+
+
+def _quarantine_row(
+    binding_pk: int, message: SyncPullMessage, status: QuarantineState, position: int | None
+) -> tuple[Any, ...]:
+    env = message.envelope
+    return (
+        binding_pk,
+        message.wire_id,
+        message.server_seq,
+        message.server_received_at,
+        env.v,
+        env.cipher,
+        env.key_id,
+        env.blob,
+        status.value,
+        message.policy_revision,
+        message.local_security_revision,
+        message.reason,
+        position,
+    )
+
+
+def _import(
+    conn: Any, team: str, team_pk: int, messages: list[SyncPullMessage], now: str
+) -> list[int]:
+    """Create one local message per importable envelope; returns their seqs."""
+    names: set[str] = set()
+    for message in messages:
+        assert message.projection is not None
+        names.update((message.projection.from_agent, message.projection.to_agent))
+    ensure_members(conn, team_pk, team, names, now)
+    positions: list[int] = []
+    for message, local_id in zip(messages, new_uuid7s(len(messages)), strict=True):
+        projection = message.projection
+        assert projection is not None
+        record = {
+            "id": local_id,
+            "team": team,
+            "from": projection.from_agent,
+            "to": projection.to_agent,
+            "body": projection.body,
+            "at": projection.created_at,
+            "origin": ORIGIN_IMPORTED,
+        }
+        seq = import_message_sent(conn, record, f"pulled message {message.wire_id}")
+        assert seq is not None  # a fresh UUIDv7 is never already stored
+        positions.append(seq)
+    return positions
+
+
+def apply_pull(
+    conn: Any,
+    path: Path,
+    key: BindingKey,
+    messages: Sequence[SyncPullMessage],
+    cursor: SyncPullCursor,
+    now: str,
+) -> ApplyResult:
+    """Apply one page atomically; returns the result and one outcome per message."""
+    with sync_transaction(conn, path, "apply.commit"):
+        binding = open_binding(conn, key, now)
+        check_page(messages, cursor, binding.transport_cursor)
+        pulled, pushed, owners = _load_facts(conn, binding.pk, messages)
+        plan = plan_apply(messages, pulled, pushed, owners)
+        imported = [messages[i] for i in plan.imports]
+        positions = (
+            _import(conn, key.local_team, binding.team_pk, imported, now) if imported else []
+        )
+        position_of = {i: p for i, p in zip(plan.imports, positions, strict=True)}
+        fresh = [
+            _quarantine_row(binding.pk, messages[i], QuarantineState.IMPORTED, position_of[i])
+            for i in plan.imports
+            if messages[i].wire_id not in pulled
+        ]
+        fresh.extend(
+            _quarantine_row(binding.pk, messages[i], status, None) for i, status in plan.new_rows
+        )
+        conn.executemany(
+            "INSERT INTO sync_quarantine (binding_pk, wire_id, server_seq, server_received_at,"
+            " envelope_v, cipher, key_id, blob, status, policy_revision,"
+            " local_security_revision, reason, local_position)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            fresh,
+        )
+        conn.executemany(
+            "UPDATE sync_quarantine SET status = ?, policy_revision = ?,"
+            " local_security_revision = ?, reason = ?,"
+            " local_position = coalesce(?, local_position)"
+            " WHERE binding_pk = ? AND wire_id = ?",
+            [
+                (
+                    status.value,
+                    messages[i].policy_revision,
+                    messages[i].local_security_revision,
+                    messages[i].reason,
+                    position_of.get(i),
+                    binding.pk,
+                    messages[i].wire_id,
+                )
+                for i, status in plan.updates
+            ],
+        )
+        conn.executemany(
+            "UPDATE sync_push SET state = 'acked', server_seq = ?"
+            " WHERE binding_pk = ? AND local_position = ? AND state = 'reserved'",
+            [(seq, binding.pk, position) for seq, position in plan.echo_acks],
+        )
+        added = insert_conflicts(conn, binding.pk, plan.conflicts, now)
+        push = (
+            contiguous_push_cursor(conn, binding.pk, binding.push_cursor)
+            if plan.echo_acks
+            else binding.push_cursor
+        )
+        binding = advance_binding(
+            conn, binding, push_cursor=push, transport_cursor=cursor.next_after, corrupt_delta=added
+        )
+    outcomes = tuple(
+        SyncApplyOutcome(m.wire_id, m.server_seq, status.value)
+        for m, status in zip(messages, plan.outcomes, strict=True)
+    )
+    return ApplyResult(SyncApplyResult(binding.transport_cursor, binding.corrupt_count), outcomes)

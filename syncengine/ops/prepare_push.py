@@ -1,0 +1,374 @@
+"""``prepare_push``: publish durable wire reservations, then emit them
+(message-synchronization.md "Prepare push"; ADR 0005 "Local durability is
+authoritative"; specs/sync-stage1.md §4.1).
+
+Three steps, two kinds of transaction:
+
+1. ``prepare.begin`` (one transaction) opens the binding and takes the work
+   list from one snapshot: every published, unacknowledged reservation (to
+   re-emit byte for byte), then — when ``allow_new`` — the next local-origin
+   positions of the team and any blocked position a larger blob limit might
+   now admit.
+2. Sealing happens outside any transaction. Each new position gets a fresh
+   random UUIDv4 minted *privately*: until step 3 commits, nothing outside
+   this process has seen it. A crash here (``prepare.sealed``) abandons it;
+   the next call seals again under a new wire ID.
+3. ``prepare.publish`` (one transaction per chunk) inserts wire ID and the
+   complete envelope together. From that commit on the envelope is reused
+   forever and never re-sealed, even if the cipher or key changes.
+
+A message that cannot fit the blob limit becomes a durable ``blocked``
+reservation (visible in status, holding the push cursor) instead of
+wedging the operation; it is retried only when a larger limit is offered.
+Imported messages (``origin = 'imported'``) are never candidates: the only
+query that finds new positions reads the ``origin = 'local'`` index
+(agmsg #949).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from syncengine import ids
+from syncengine.crash import crash_point
+from syncengine.ops.bindings import BindingKey, SyncBinding, open_binding, sync_transaction
+from syncengine.ops.records import SyncPrepare, SyncPushCandidate, SyncState
+from syncengine.ops.states import ReservationEvent, ReservationState, reservation_next
+from syncengine.store.errors import InvalidInput
+from wire.envelope import Envelope
+from wire.errors import WireError
+from wire.limits import MAX_BLOB_BYTES
+from wire.message import Message
+from wire.profiles import Binding, SealParams, seal
+
+__all__ = [
+    "MAX_PREPARE_LIMIT",
+    "PUBLISH_CHUNK_BLOB_CHARS",
+    "PUBLISH_CHUNK_MESSAGES",
+    "BlockedSeal",
+    "LocalMessage",
+    "PrepareResult",
+    "Sealed",
+    "check_limit",
+    "plan_publish",
+    "prepare_push",
+    "seal_local",
+]
+
+#: Candidates per call (the engine asks for 100 steady, 1000 catching up).
+MAX_PREPARE_LIMIT = 1000
+#: A publish transaction holds at most this many reservations …
+PUBLISH_CHUNK_MESSAGES = 1000
+#: … and at most this much envelope text, so memory stays bounded.
+PUBLISH_CHUNK_BLOB_CHARS = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class LocalMessage:
+    """A local-origin message at a position that has no published reservation."""
+
+    position: int
+    local_id: str
+    body: str
+    at: str
+    sender: str
+    recipient: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sealed:
+    """A privately sealed candidate: not durable, not observable, until published."""
+
+    message: LocalMessage
+    wire_id: str
+    envelope: Envelope
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedSeal:
+    """Sealing showed the message cannot fit ``limit`` (or cannot be sealed at all)."""
+
+    message: LocalMessage
+    limit: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareResult:
+    state: SyncState
+    candidates: tuple[SyncPushCandidate, ...]
+    blocked: tuple[BlockedSeal, ...]
+
+    def records(self) -> list[dict[str, Any]]:
+        return [self.state.to_obj(), *(c.to_obj() for c in self.candidates)]
+
+
+def check_limit(limit: object, field: str = "limit") -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PREPARE_LIMIT:
+        raise InvalidInput(field, f"must be an integer in 1..{MAX_PREPARE_LIMIT}")
+    return limit
+
+
+# -- pure core ------------------------------------------------------------------------
+
+
+def seal_local(
+    message: LocalMessage, request: SyncPrepare, key: BindingKey
+) -> Sealed | BlockedSeal:
+    """Seal one message under a freshly minted private wire ID.
+
+    Any refusal of the codec for *this message* (too large for the limit,
+    or — defensively — not a valid v1 plaintext) blocks the message rather
+    than the operation. A size refusal below the protocol maximum records
+    the limit it failed under, so a larger server limit can retry it.
+    """
+    wire_id = ids.new_uuid4()
+    try:
+        plaintext = Message(message.body, message.at, message.sender, message.recipient)
+    except WireError as exc:
+        return BlockedSeal(message, MAX_BLOB_BYTES, f"not a valid v1 message: {exc}")
+    params = SealParams(
+        binding=Binding(
+            team_id=key.remote_team_id, wire_id=wire_id, protocol_version=key.protocol_version
+        ),
+        key_id=request.key_id,
+        recipients=request.recipients,
+        max_blob_bytes=request.max_blob_bytes,
+    )
+    try:
+        envelope = seal(plaintext, request.cipher, params)
+    except WireError as exc:
+        return BlockedSeal(message, request.max_blob_bytes, str(exc))
+    return Sealed(message, wire_id, envelope)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishPlan:
+    """Rows one publish transaction writes, and what it emits."""
+
+    inserts: tuple[tuple[Any, ...], ...]
+    reseals: tuple[tuple[Any, ...], ...]
+    blocks_new: tuple[tuple[Any, ...], ...]
+    blocks_again: tuple[tuple[Any, ...], ...]
+    emitted: tuple[SyncPushCandidate, ...]
+    taken_positions: tuple[int, ...]
+
+
+def plan_publish(
+    binding_pk: int,
+    items: Sequence[Sealed | BlockedSeal],
+    stored: dict[int, ReservationState],
+    wire_ids_taken: frozenset[str],
+) -> PublishPlan:
+    """Decide the rows for one chunk from what is stored now (pure).
+
+    ``stored`` is the current state of each chunk position (absent = no
+    row). A position that another prepare published meanwhile is skipped:
+    our private wire ID is abandoned and the stored one is emitted instead
+    (the caller re-reads it). A private wire ID already used by a pulled
+    envelope is abandoned too (the position is sealed again next call), so
+    wire IDs stay unique within the binding.
+    """
+    inserts: list[tuple[Any, ...]] = []
+    reseals: list[tuple[Any, ...]] = []
+    blocks_new: list[tuple[Any, ...]] = []
+    blocks_again: list[tuple[Any, ...]] = []
+    emitted: list[SyncPushCandidate] = []
+    taken: list[int] = []
+    for item in items:
+        position = item.message.position
+        current = stored.get(position)
+        if current not in (None, ReservationState.BLOCKED):
+            taken.append(position)
+            continue
+        if isinstance(item, BlockedSeal):
+            reservation_next(current, ReservationEvent.BLOCK)
+            target = blocks_new if current is None else blocks_again
+            target.append((binding_pk, position, item.limit, item.reason))
+            continue
+        if item.wire_id in wire_ids_taken:
+            continue
+        reservation_next(current, ReservationEvent.PUBLISH)
+        env = item.envelope
+        row = (binding_pk, position, item.wire_id, env.v, env.cipher, env.key_id, env.blob)
+        (inserts if current is None else reseals).append(row)
+        emitted.append(SyncPushCandidate(position, item.message.local_id, item.wire_id, env))
+    return PublishPlan(
+        tuple(inserts),
+        tuple(reseals),
+        tuple(blocks_new),
+        tuple(blocks_again),
+        tuple(emitted),
+        tuple(taken),
+    )
+
+
+# -- edge -----------------------------------------------------------------------------
+
+_CANDIDATE_SELECT = """
+    SELECT p.local_position, m.id, p.wire_id, p.envelope_v, p.cipher, p.key_id, p.blob
+    FROM sync_push AS p JOIN messages AS m ON m.seq = p.local_position
+"""
+
+_MESSAGE_SELECT = """
+    SELECT m.seq, m.id, m.body, m.at, s.name, r.name
+    FROM messages AS m
+    JOIN members AS s ON s.member_pk = m.sender_pk
+    JOIN members AS r ON r.member_pk = m.recipient_pk
+"""
+
+
+def _stored_candidate(row: tuple[Any, ...]) -> SyncPushCandidate:
+    # Stored bytes are emitted as stored: no re-encoding, no re-validation.
+    envelope = Envelope(row[3], row[4], row[5], row[6])
+    return SyncPushCandidate(row[0], row[1], row[2], envelope)
+
+
+def _open_candidates(conn: Any, binding_pk: int, limit: int) -> list[SyncPushCandidate]:
+    rows = conn.execute(
+        _CANDIDATE_SELECT
+        + " WHERE p.binding_pk = ? AND p.state != 'acked' AND p.state = 'reserved'"
+        " ORDER BY p.local_position LIMIT ?",
+        (binding_pk, limit),
+    ).fetchall()
+    return [_stored_candidate(row) for row in rows]
+
+
+def _work_list(
+    conn: Any, binding: SyncBinding, request: SyncPrepare, room: int
+) -> list[LocalMessage]:
+    """Blocked positions a larger limit may admit, then new local positions."""
+    if room <= 0 or not request.allow_new:
+        return []
+    retry = conn.execute(
+        _MESSAGE_SELECT + " JOIN sync_push AS p ON p.local_position = m.seq"
+        " WHERE p.binding_pk = ? AND p.state = 'blocked' AND p.blocked_limit < ?"
+        " ORDER BY m.seq LIMIT ?",
+        (binding.pk, request.max_blob_bytes, room),
+    ).fetchall()
+    high = conn.execute(
+        "SELECT max(local_position) FROM sync_push WHERE binding_pk = ?", (binding.pk,)
+    ).fetchone()[0]
+    fresh = conn.execute(
+        _MESSAGE_SELECT
+        + " WHERE m.team_pk = ? AND m.origin = 'local' AND m.seq > ? ORDER BY m.seq LIMIT ?",
+        (binding.team_pk, high or 0, room - len(retry)),
+    ).fetchall()
+    return [LocalMessage(*row) for row in (*retry, *fresh)]
+
+
+def _chunks(work: list[LocalMessage]) -> list[list[LocalMessage]]:
+    chunks: list[list[LocalMessage]] = []
+    current: list[LocalMessage] = []
+    size = 0
+    for message in work:
+        # Plaintext length bounds the sealed size closely enough for budgeting.
+        estimate = 4 * (len(message.body) + 200) // 3
+        if current and (
+            len(current) >= PUBLISH_CHUNK_MESSAGES or size + estimate > PUBLISH_CHUNK_BLOB_CHARS
+        ):
+            chunks.append(current)
+            current, size = [], 0
+        current.append(message)
+        size += estimate
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _publish(
+    conn: Any, path: Path, binding: SyncBinding, items: list[Sealed | BlockedSeal], now: str
+) -> PublishPlan:
+    with sync_transaction(conn, path, "prepare.publish"):
+        current = open_binding(conn, binding.key, now)
+        if current.pk != binding.pk:  # pragma: no cover - keys are immutable
+            raise InvalidInput("binding", "the binding changed during prepare; retry")
+        positions = [item.message.position for item in items]
+        marks = ",".join("?" * len(positions))
+        stored = {
+            row[0]: ReservationState(row[1])
+            for row in conn.execute(
+                f"SELECT local_position, state FROM sync_push"
+                f" WHERE binding_pk = ? AND local_position IN ({marks})",
+                (binding.pk, *positions),
+            )
+        }
+        wires = [item.wire_id for item in items if isinstance(item, Sealed)]
+        taken_wires = (
+            frozenset(
+                row[0]
+                for row in conn.execute(
+                    f"SELECT wire_id FROM sync_quarantine WHERE binding_pk = ?"
+                    f" AND wire_id IN ({','.join('?' * len(wires))})",
+                    (binding.pk, *wires),
+                )
+            )
+            if wires
+            else frozenset()
+        )
+        plan = plan_publish(binding.pk, items, stored, taken_wires)
+        conn.executemany(
+            "INSERT INTO sync_push (binding_pk, local_position, state, wire_id, envelope_v,"
+            " cipher, key_id, blob) VALUES (?, ?, 'reserved', ?, ?, ?, ?, ?)",
+            plan.inserts,
+        )
+        conn.executemany(
+            "UPDATE sync_push SET state = 'reserved', wire_id = ?3, envelope_v = ?4, cipher = ?5,"
+            " key_id = ?6, blob = ?7, blocked_limit = NULL, blocked_reason = NULL"
+            " WHERE binding_pk = ?1 AND local_position = ?2 AND state = 'blocked'",
+            plan.reseals,
+        )
+        conn.executemany(
+            "INSERT INTO sync_push (binding_pk, local_position, state, blocked_limit,"
+            " blocked_reason) VALUES (?, ?, 'blocked', ?, ?)",
+            plan.blocks_new,
+        )
+        conn.executemany(
+            "UPDATE sync_push SET blocked_limit = ?3, blocked_reason = ?4"
+            " WHERE binding_pk = ?1 AND local_position = ?2 AND state = 'blocked'",
+            plan.blocks_again,
+        )
+        if plan.taken_positions:
+            # Published by a concurrent prepare: emit what it committed.
+            extra = conn.execute(
+                _CANDIDATE_SELECT + f" WHERE p.binding_pk = ? AND p.state = 'reserved'"
+                f" AND p.local_position IN ({','.join('?' * len(plan.taken_positions))})",
+                (binding.pk, *plan.taken_positions),
+            ).fetchall()
+            emitted = sorted(
+                [*plan.emitted, *(_stored_candidate(row) for row in extra)],
+                key=lambda c: c.local_position,
+            )
+            plan = PublishPlan(
+                plan.inserts,
+                plan.reseals,
+                plan.blocks_new,
+                plan.blocks_again,
+                tuple(emitted),
+                plan.taken_positions,
+            )
+    return plan
+
+
+def prepare_push(
+    conn: Any, path: Path, key: BindingKey, request: SyncPrepare, limit: int, now: str
+) -> PrepareResult:
+    """Run one prepare; returns ``sync_state`` and the ordered candidates."""
+    check_limit(limit)
+    with sync_transaction(conn, path, "prepare.begin"):
+        binding = open_binding(conn, key, now)
+        existing = _open_candidates(conn, binding.pk, limit)
+        work = _work_list(conn, binding, request, limit - len(existing))
+    state = SyncState(binding.driver_generation, binding.transport_cursor)
+    candidates = list(existing)
+    blocked: list[BlockedSeal] = []
+    for chunk in _chunks(work):
+        items = [seal_local(message, request, key) for message in chunk]
+        crash_point("prepare.sealed")
+        plan = _publish(conn, path, binding, items, now)
+        candidates.extend(plan.emitted)
+        blocked.extend(item for item in items if isinstance(item, BlockedSeal))
+    return PrepareResult(state, tuple(candidates[:limit]), tuple(blocked))

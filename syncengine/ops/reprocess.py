@@ -1,0 +1,91 @@
+"""``reprocess``: page through durable blocking envelopes for re-evaluation
+(message-synchronization.md "Three independent progress layers";
+UPSTREAM-RECORDS §2.5; specs/sync-stage1.md §4.4).
+
+Read-only: one snapshot yields ``sync_state``, at most ``limit`` candidates
+in keyset order ``(server_seq, wire_id)`` strictly after ``page-after``, and
+exactly one ``sync_reprocess_page`` whose ``next_after`` is the last
+candidate's key exactly when ``has_more``. The keyset reads the partial
+index ``sync_quarantine_blocking``, so a page costs its own size whatever
+the history, and the pages stay stable while rows leave the blocking set
+underneath. Transport cursor and generation never change here; outcomes
+come back through :func:`syncengine.ops.apply_pull.apply_pull` with
+``next_after`` equal to the current transport cursor. ``corrupt_state``
+rows are not offered: they need an operator, not a new key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from syncengine.crash import crash_point
+from syncengine.ops.bindings import BindingKey, load_binding, store_generation
+from syncengine.ops.records import (
+    SyncReprocessCandidate,
+    SyncReprocessPage,
+    SyncState,
+    format_page_key,
+    parse_page_key,
+)
+from syncengine.store.connection import read_transaction
+from syncengine.store.errors import InvalidInput
+from wire.envelope import Envelope
+
+__all__ = ["MAX_REPROCESS_LIMIT", "ReprocessResult", "check_reprocess_limit", "reprocess"]
+
+#: Upstream bounds a reprocess page to 1..1000 candidates.
+MAX_REPROCESS_LIMIT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ReprocessResult:
+    state: SyncState
+    candidates: tuple[SyncReprocessCandidate, ...]
+    page: SyncReprocessPage
+
+    def records(self) -> list[dict[str, Any]]:
+        return [self.state.to_obj(), *(c.to_obj() for c in self.candidates), self.page.to_obj()]
+
+
+def check_reprocess_limit(limit: object) -> int:
+    if (
+        isinstance(limit, bool)
+        or not isinstance(limit, int)
+        or not 1 <= limit <= MAX_REPROCESS_LIMIT
+    ):
+        raise InvalidInput("limit", f"must be an integer in 1..{MAX_REPROCESS_LIMIT}")
+    return limit
+
+
+def reprocess(
+    conn: Any, path: Path, key: BindingKey, limit: int, page_after: str | None
+) -> ReprocessResult:
+    check_reprocess_limit(limit)
+    after = parse_page_key(page_after) if page_after is not None else (0, "")
+    with read_transaction(conn, path):
+        binding = load_binding(conn, key)
+        if binding is None:
+            state = SyncState(store_generation(conn), 0)
+            rows: list[Any] = []
+        else:
+            state = SyncState(binding.driver_generation, binding.transport_cursor)
+            rows = conn.execute(
+                "SELECT server_seq, wire_id, server_received_at, envelope_v, cipher, key_id,"
+                " blob, status FROM sync_quarantine"
+                " WHERE binding_pk = ? AND status IN ('unsupported_cipher', 'pending_key',"
+                " 'authentication_failed', 'malformed', 'policy_violation')"
+                " AND (server_seq, wire_id) > (?, ?)"
+                " ORDER BY server_seq, wire_id LIMIT ?",
+                (binding.pk, after[0], after[1], limit + 1),
+            ).fetchall()
+        crash_point("reprocess.snapshot.after_read")
+    has_more = len(rows) > limit
+    rows = rows[:limit]
+    candidates = tuple(
+        SyncReprocessCandidate(r[0], r[1], r[2], Envelope(r[3], r[4], r[5], r[6]), r[7])
+        for r in rows
+    )
+    next_after = format_page_key(rows[-1][0], rows[-1][1]) if has_more else None
+    return ReprocessResult(state, candidates, SyncReprocessPage(next_after, has_more))
