@@ -582,6 +582,13 @@ class RelayClient:
         status = response.status_code
         try:
             obj = self._decode(self._read(response, self._config.max_error_bytes), status)
+            if isinstance(obj, Mapping):  # error envelopes name the team as ``team_id``
+                server, team = obj.get("server_instance_id"), obj.get("team_id")
+                self._check_ids(
+                    server if isinstance(server, str) else None,
+                    team if isinstance(team, str) else None,
+                    call.expected,
+                )
             if call.alternate is not None:
                 call.alternate(status, obj, retry_after)
             parsed = ErrorResponse.from_obj(obj, status)

@@ -271,6 +271,16 @@ def test_error_naming_another_stream_stops_with_binding_mismatch(
     assert route.call_count == 1  # a retryable status does not outrank the stop rule
 
 
+def test_malformed_error_naming_another_team_is_still_a_binding_mismatch(
+    router: respx.MockRouter, fake_time: FakeTime
+) -> None:
+    body = samples.error("message-uuid-conflict", {})  # details.id missing: malformed
+    body["team_id"] = samples.OTHER_TEAM
+    router.post("/v1/messages").mock(return_value=reply(body, 409))
+    with make_client(fake_time) as client, pytest.raises(BindingMismatch):
+        client.post_messages(_batch())
+
+
 def test_health_naming_another_instance_stops_a_bound_client(
     router: respx.MockRouter, fake_time: FakeTime
 ) -> None:

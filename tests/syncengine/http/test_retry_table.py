@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 import pytest
 import respx
+from hypothesis import given
+from hypothesis import strategies as st
 
 from syncengine.http import (
     AccessDenied,
@@ -394,3 +396,15 @@ def test_every_protocol_code_is_classified_as_the_wire_table_says(code: str) -> 
 def test_only_client_errors_are_retryable() -> None:
     assert not is_retryable(RuntimeError("boom"))
     assert not is_retryable(httpx.ConnectError("raw httpx errors are classified first"))
+
+
+@given(
+    status=st.integers(min_value=400, max_value=599),
+    code=st.from_regex(r"x-[a-z0-9]{1,20}", fullmatch=True),
+)
+def test_unknown_code_is_retried_exactly_on_the_retryable_statuses(status: int, code: str) -> None:
+    classified = classify_error_response(ErrorResponse(status, code, "m"), "m", None)
+    assert classified.retryable is (status in (429, 500, 502, 503, 504))
+    assert classified.code == code
+    if status == 413:
+        assert isinstance(classified, RequestTooLarge)
