@@ -212,10 +212,28 @@ _CANDIDATE_SELECT = """
     SELECT p.local_position, m.id, p.wire_id, p.envelope_v, p.cipher, p.key_id, p.blob
     FROM sync_push AS p JOIN messages AS m ON m.seq = p.local_position
 """
+# Pinned to the partial index of open reservations: the primary key would
+# also give position order, but by walking every acknowledged row first.
+_OPEN_SELECT = """
+    SELECT p.local_position, m.id, p.wire_id, p.envelope_v, p.cipher, p.key_id, p.blob
+    FROM sync_push AS p INDEXED BY sync_push_open
+    JOIN messages AS m ON m.seq = p.local_position
+"""
 
 _MESSAGE_SELECT = """
     SELECT m.seq, m.id, m.body, m.at, s.name, r.name
     FROM messages AS m
+    JOIN members AS s ON s.member_pk = m.sender_pk
+    JOIN members AS r ON r.member_pk = m.recipient_pk
+"""
+
+
+# Local-origin positions only, through their partial index: an imported
+# message is never even read here (agmsg #949), and a history of imports
+# after the last reservation costs nothing.
+_FRESH_SELECT = """
+    SELECT m.seq, m.id, m.body, m.at, s.name, r.name
+    FROM messages AS m INDEXED BY messages_local_by_team
     JOIN members AS s ON s.member_pk = m.sender_pk
     JOIN members AS r ON r.member_pk = m.recipient_pk
 """
@@ -229,8 +247,7 @@ def _stored_candidate(row: tuple[Any, ...]) -> SyncPushCandidate:
 
 def _open_candidates(conn: Any, binding_pk: int, limit: int) -> list[SyncPushCandidate]:
     rows = conn.execute(
-        _CANDIDATE_SELECT
-        + " WHERE p.binding_pk = ? AND p.state != 'acked' AND p.state = 'reserved'"
+        _OPEN_SELECT + " WHERE p.binding_pk = ? AND p.state != 'acked' AND p.state = 'reserved'"
         " ORDER BY p.local_position LIMIT ?",
         (binding_pk, limit),
     ).fetchall()
@@ -253,7 +270,7 @@ def _work_list(
         "SELECT max(local_position) FROM sync_push WHERE binding_pk = ?", (binding.pk,)
     ).fetchone()[0]
     fresh = conn.execute(
-        _MESSAGE_SELECT
+        _FRESH_SELECT
         + " WHERE m.team_pk = ? AND m.origin = 'local' AND m.seq > ? ORDER BY m.seq LIMIT ?",
         (binding.team_pk, high or 0, room - len(retry)),
     ).fetchall()

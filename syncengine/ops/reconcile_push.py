@@ -139,7 +139,8 @@ def contiguous_push_cursor(conn: Any, binding_pk: int, current: int) -> int:
     (prepare reserves in order), so nothing unreserved hides below.
     """
     gap = conn.execute(
-        "SELECT min(local_position) FROM sync_push WHERE binding_pk = ? AND state != 'acked'",
+        "SELECT min(local_position) FROM sync_push INDEXED BY sync_push_open"
+        " WHERE binding_pk = ? AND state != 'acked'",
         (binding_pk,),
     ).fetchone()[0]
     if gap is None:

@@ -33,10 +33,28 @@ from syncengine.store.connection import read_transaction
 from syncengine.store.errors import InvalidInput
 from wire.envelope import Envelope
 
-__all__ = ["MAX_REPROCESS_LIMIT", "ReprocessResult", "check_reprocess_limit", "reprocess"]
+__all__ = [
+    "KEYSET_SQL",
+    "MAX_REPROCESS_LIMIT",
+    "ReprocessResult",
+    "check_reprocess_limit",
+    "reprocess",
+]
 
 #: Upstream bounds a reprocess page to 1..1000 candidates.
 MAX_REPROCESS_LIMIT = 1000
+
+#: One keyset page. ``INDEXED BY`` pins the partial blocking index: left to
+#: itself the planner may prefer the (binding, server_seq) unique index and
+#: walk every imported row of the history to find the few blocking ones.
+KEYSET_SQL = (
+    "SELECT server_seq, wire_id, server_received_at, envelope_v, cipher, key_id, blob, status"
+    " FROM sync_quarantine INDEXED BY sync_quarantine_blocking"
+    " WHERE binding_pk = ? AND status IN ('unsupported_cipher', 'pending_key',"
+    " 'authentication_failed', 'malformed', 'policy_violation')"
+    " AND (server_seq, wire_id) > (?, ?)"
+    " ORDER BY server_seq, wire_id LIMIT ?"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +89,7 @@ def reprocess(
             rows: list[Any] = []
         else:
             state = SyncState(binding.driver_generation, binding.transport_cursor)
-            rows = conn.execute(
-                "SELECT server_seq, wire_id, server_received_at, envelope_v, cipher, key_id,"
-                " blob, status FROM sync_quarantine"
-                " WHERE binding_pk = ? AND status IN ('unsupported_cipher', 'pending_key',"
-                " 'authentication_failed', 'malformed', 'policy_violation')"
-                " AND (server_seq, wire_id) > (?, ?)"
-                " ORDER BY server_seq, wire_id LIMIT ?",
-                (binding.pk, after[0], after[1], limit + 1),
-            ).fetchall()
+            rows = conn.execute(KEYSET_SQL, (binding.pk, after[0], after[1], limit + 1)).fetchall()
         crash_point("reprocess.snapshot.after_read")
     has_more = len(rows) > limit
     rows = rows[:limit]

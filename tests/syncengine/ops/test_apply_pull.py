@@ -120,7 +120,9 @@ def test_an_empty_page_moves_the_transport_cursor(store: Store, key: BindingKey)
     assert store.sync_apply_pull(key, [], SyncPullCursor(5)).result.transport_cursor == 5
 
 
-def test_apply_refuses_to_move_the_transport_cursor_backwards(store: Store, key: BindingKey) -> None:
+def test_apply_refuses_to_move_the_transport_cursor_backwards(
+    store: Store, key: BindingKey
+) -> None:
     store.sync_apply_pull(key, [], SyncPullCursor(5))
     before = _state(store)
     with pytest.raises(InvalidInput, match="backwards"):
@@ -134,7 +136,9 @@ def test_apply_refuses_a_message_beyond_next_after(store: Store, key: BindingKey
         store.sync_apply_pull(key, [pull_record(6, wire, env)], SyncPullCursor(5))
 
 
-def test_apply_refuses_a_page_repeating_a_wire_id_or_sequence(store: Store, key: BindingKey) -> None:
+def test_apply_refuses_a_page_repeating_a_wire_id_or_sequence(
+    store: Store, key: BindingKey
+) -> None:
     wire, env = foreign_envelope(key)
     other, env2 = foreign_envelope(key)
     with pytest.raises(InvalidInput, match="twice"):
@@ -289,13 +293,17 @@ def test_an_imported_message_recovered_from_quarantine_is_never_pushed_as_new(
     _apply(store, key, [pull_record(1, wire, env, "pending_key")], 1)
     page = store.sync_reprocess(key, 10)
     assert [c.wire_id for c in page.candidates] == [wire]
-    record = Classifier(key, {"epoch-1": age_identity}).pull_message(_relay_of(wire, env).entries[0])
+    record = Classifier(key, {"epoch-1": age_identity}).pull_message(
+        _relay_of(wire, env).entries[0]
+    )
     store.sync_apply_pull(key, [record], SyncPullCursor(page.state.transport_cursor))
     assert store.sync_prepare_push(key, prepare_none(), 1000).candidates == ()
     assert table(store.conn, "SELECT count(*) FROM sync_push") == [(0,)]
 
 
-def test_an_importable_projection_must_match_its_none_envelope(store: Store, key: BindingKey) -> None:
+def test_an_importable_projection_must_match_its_none_envelope(
+    store: Store, key: BindingKey
+) -> None:
     from syncengine.ops.records import SyncPullMessage
 
     wire, env = foreign_envelope(key, "real", "alice", "bob")

@@ -123,7 +123,9 @@ def test_prepare_mints_a_fresh_random_uuid4_per_position(store: Store, key: Bind
     assert len(set(wires)) == 20
 
 
-def test_prepare_candidate_carries_local_position_and_local_id(store: Store, key: BindingKey) -> None:
+def test_prepare_candidate_carries_local_position_and_local_id(
+    store: Store, key: BindingKey
+) -> None:
     ids = _send(store, 2)
     candidates = store.sync_prepare_push(key, prepare_none(), 10).candidates
     assert [c.local_id for c in candidates] == ids
@@ -131,7 +133,9 @@ def test_prepare_candidate_carries_local_position_and_local_id(store: Store, key
     assert [c.local_position for c in candidates] == [s[0] for s in seqs]
 
 
-def test_prepare_seals_the_stored_message_as_the_v1_plaintext(store: Store, key: BindingKey) -> None:
+def test_prepare_seals_the_stored_message_as_the_v1_plaintext(
+    store: Store, key: BindingKey
+) -> None:
     sent = store.send("dev", "alice", "bob", "hello")
     (candidate,) = store.sync_prepare_push(key, prepare_none(), 10).candidates
     assert Message.from_jcs(candidate.envelope.blob_bytes()) == Message(
@@ -146,12 +150,16 @@ def test_prepare_age_envelope_is_bound_to_the_remote_team_and_wire_id(
     (candidate,) = store.sync_prepare_push(key, prepare_age(age_identity), 10).candidates
     identities: dict[str, object] = {"epoch-1": age_identity}
     right = OpenContext(Binding(key.remote_team_id, candidate.wire_id, 1), identities=identities)
-    wrong = OpenContext(Binding(key.server_instance_id, candidate.wire_id, 1), identities=identities)
+    wrong = OpenContext(
+        Binding(key.server_instance_id, candidate.wire_id, 1), identities=identities
+    )
     assert isinstance(open_envelope(candidate.envelope, right), Importable)
     assert open_envelope(candidate.envelope, wrong).state == "authentication_failed"
 
 
-def test_prepare_selects_only_messages_of_the_bound_local_team(store: Store, key: BindingKey) -> None:
+def test_prepare_selects_only_messages_of_the_bound_local_team(
+    store: Store, key: BindingKey
+) -> None:
     store.create_team("ops", ["alice", "bob"])
     store.send("ops", "alice", "bob", "other team")
     _send(store, 1)
@@ -170,7 +178,9 @@ def test_imported_messages_are_never_push_candidates(store: Store, key: BindingK
 def test_acknowledged_reservations_are_not_candidates_again(store: Store, key: BindingKey) -> None:
     _send(store, 2)
     relay = FakeRelay()
-    store.sync_reconcile_push(key, relay.push(list(store.sync_prepare_push(key, prepare_none(), 1).candidates)))
+    store.sync_reconcile_push(
+        key, relay.push(list(store.sync_prepare_push(key, prepare_none(), 1).candidates))
+    )
     remaining = store.sync_prepare_push(key, prepare_none(), 10).candidates
     assert len(remaining) == 1 and remaining[0].wire_id not in relay.by_wire
 
@@ -187,7 +197,9 @@ def test_a_message_too_large_for_the_limit_gets_a_durable_visible_blocked_state(
     assert status.blocked[0].limit == 300 and "limit" in status.blocked[0].reason
 
 
-def test_a_blocked_message_is_not_retried_under_the_same_limit(store: Store, key: BindingKey) -> None:
+def test_a_blocked_message_is_not_retried_under_the_same_limit(
+    store: Store, key: BindingKey
+) -> None:
     store.send("dev", "alice", "bob", "x" * 500)
     store.sync_prepare_push(key, prepare_none(max_blob_bytes=300), 10)
     again = store.sync_prepare_push(key, prepare_none(max_blob_bytes=300), 10)

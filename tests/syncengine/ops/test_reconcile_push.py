@@ -10,7 +10,14 @@ from syncengine.ops.bindings import BindingKey
 from syncengine.ops.errors import SyncCorruptState
 from syncengine.ops.records import SyncPushAck, SyncPushCandidate
 from syncengine.store import InvalidInput, Store
-from tests.syncengine.ops.helpers import FakeRelay, ack, foreign_envelope, prepare_none, pull_record, table
+from tests.syncengine.ops.helpers import (
+    FakeRelay,
+    ack,
+    foreign_envelope,
+    prepare_none,
+    pull_record,
+    table,
+)
 
 
 def _candidates(store: Store, key: BindingKey, count: int) -> list[SyncPushCandidate]:
@@ -64,7 +71,9 @@ def test_replaying_the_same_acks_is_idempotent(store: Store, key: BindingKey) ->
     assert _snapshot(store) == before
 
 
-def test_reconcile_with_no_acks_reports_the_current_push_cursor(store: Store, key: BindingKey) -> None:
+def test_reconcile_with_no_acks_reports_the_current_push_cursor(
+    store: Store, key: BindingKey
+) -> None:
     cands = _candidates(store, key, 1)
     store.sync_reconcile_push(key, [ack(cands[0], 1)])
     assert store.sync_reconcile_push(key, []).push_cursor == cands[0].local_position
@@ -138,7 +147,9 @@ def test_a_conflict_recorded_twice_counts_once(store: Store, key: BindingKey) ->
     assert store.sync_binding(key).corrupt_count == 1  # type: ignore[union-attr]
 
 
-def test_duplicate_disposition_acks_reconcile_like_stored_ones(store: Store, key: BindingKey) -> None:
+def test_duplicate_disposition_acks_reconcile_like_stored_ones(
+    store: Store, key: BindingKey
+) -> None:
     cands = _candidates(store, key, 1)
     relay = FakeRelay()
     relay.push(cands)
