@@ -122,6 +122,17 @@ def _wire_ids_anywhere(store: Store) -> set[str]:
     return found
 
 
+def _published(store: Store) -> dict[str, tuple[Any, ...]]:
+    """Every published wire ID with its stored envelope columns."""
+    return {
+        r[0]: tuple(r[1:])
+        for r in store.conn.execute(
+            "SELECT wire_id, envelope_v, cipher, key_id, blob FROM sync_push"
+            " WHERE wire_id IS NOT NULL"
+        )
+    }
+
+
 def _check_invariants(store: Store, world: World) -> None:
     conn = store.conn
     # No local message lost; no pulled message imported twice.
@@ -286,12 +297,7 @@ def test_recovery_from_a_crash_converges_to_the_crash_free_run(tmp_path: Path, p
 
     with world.store() as store:
         before = _normalized(store)
-        published_before = {
-            r[0]: r[1:]
-            for r in store.conn.execute(
-                "SELECT wire_id, envelope_v, cipher, key_id, blob FROM sync_push WHERE wire_id IS NOT NULL"
-            )
-        }
+        published_before = _published(store)
     capture = tmp_path / "minted.txt"
     argv, stdin = command(world)
     _crash(world, point, capture, argv, stdin)
@@ -303,12 +309,7 @@ def test_recovery_from_a_crash_converges_to_the_crash_free_run(tmp_path: Path, p
             assert crashed == before, "a crash before commit must leave no trace"
         elif point != "prepare.begin.after_commit":  # that one had nothing to write
             assert crashed != before, "a crash after commit must keep the transition"
-        published_now = {
-            r[0]: r[1:]
-            for r in store.conn.execute(
-                "SELECT wire_id, envelope_v, cipher, key_id, blob FROM sync_push WHERE wire_id IS NOT NULL"
-            )
-        }
+        published_now = _published(store)
         # A published wire ID keeps its bytes.
         for wire, envelope in published_before.items():
             assert published_now[wire] == envelope
@@ -324,12 +325,7 @@ def test_recovery_from_a_crash_converges_to_the_crash_free_run(tmp_path: Path, p
             json.loads(line).get("id") for line in first + second if line.startswith("{")
         }
         # Published reservations are reused byte for byte by the replay.
-        final_published = {
-            r[0]: r[1:]
-            for r in store.conn.execute(
-                "SELECT wire_id, envelope_v, cipher, key_id, blob FROM sync_push WHERE wire_id IS NOT NULL"
-            )
-        }
+        final_published = _published(store)
         for wire, envelope in published_now.items():
             assert final_published[wire] == envelope
         recovered = _normalized(store)
@@ -350,8 +346,8 @@ def _align_reservations(reference: World, world: World) -> None:
         conn = dst.conn
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(
-            "UPDATE sync_push SET wire_id = ?2, envelope_v = ?3, cipher = ?4, key_id = ?5, blob = ?6"
-            " WHERE local_position = ?1",
+            "UPDATE sync_push SET wire_id = ?2, envelope_v = ?3, cipher = ?4, key_id = ?5,"
+            " blob = ?6 WHERE local_position = ?1",
             rows,
         )
         conn.execute("COMMIT")

@@ -231,7 +231,7 @@ def test_the_age_machine_really_seals_with_age() -> None:
     try:
         machine.send()
         machine.prepare(1)
-        ((wire, (position, envelope)),) = machine.published.items()
+        ((wire, (_position, envelope)),) = machine.published.items()
         assert envelope.cipher == "age-v1"  # type: ignore[attr-defined]
         status, _, _ = Classifier(machine.key).evaluate(_entry(1, wire, envelope))  # type: ignore[arg-type]
         assert status == "pending_key"
