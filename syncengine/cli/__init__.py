@@ -21,8 +21,20 @@ COMMANDS: dict[str, str] = {
     "team": "syncengine.cli.team",
     "keys": "syncengine.cli.keys",
     "relay": "syncengine.cli.relay",
+    "connect": "syncengine.cli.engine",
+    "push": "syncengine.cli.engine",
+    "pull": "syncengine.cli.engine",
+    "sync": "syncengine.cli.engine",
+    "run": "syncengine.cli.engine",
+    "status": "syncengine.cli.engine",
+    "reprocess": "syncengine.cli.engine",
+    "security": "syncengine.cli.engine",
+    "send": "syncengine.cli.messages",
+    "inbox": "syncengine.cli.messages",
+    "history": "syncengine.cli.messages",
 }
-COMMAND_MODULES: tuple[str, ...] = tuple(COMMANDS.values())
+# A module may register several commands; each is imported once.
+COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 
 
 def build_parser(modules: Iterable[str] = COMMAND_MODULES) -> argparse.ArgumentParser:

@@ -1,0 +1,476 @@
+"""Engine commands: ``connect``, ``push``, ``pull``, ``sync``, ``run``,
+``status``, ``reprocess`` and ``security`` (specs/engine.md "Commands").
+
+Every command takes ``--store PATH`` (else ``SYNCENGINE_STORE``, else the
+XDG location), ``--team TEAM`` (optional when the store has one connected
+team) and ``--json``. Exit codes are the table of
+:mod:`syncengine.engine.errors`: 0 ok, 2 usage, 3 transient, 4 refused,
+5 resync-required, 6 halted, 7 not connected/configuration, 8 locked, and
+the store's 10/12/13. Errors go to stderr with the remedy; with ``--json``
+stdout also carries ``{"ok": false, "error": {...}}``.
+
+Heavy modules (the engine, httpx) are imported inside the handlers so the
+registry stays cheap to build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["register"]
+
+_SECURITY_MODES = ("plaintext-allowed", "e2ee-required")
+
+
+def _common(parser: argparse.ArgumentParser, *, team_required: bool = False) -> None:
+    parser.add_argument("--store", metavar="PATH", help="store file (default: SYNCENGINE_STORE)")
+    parser.add_argument(
+        "--team",
+        metavar="TEAM",
+        required=team_required,
+        help="local team (optional when the store has one connected team)",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _limit(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError("must be within 1..1000")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    connect = subparsers.add_parser(
+        "connect",
+        help="pair this store's team with a relay team",
+        description="Exchange a one-time pairing token for a device credential and record "
+        "the binding. The token is read from stdin ('--token -') or a file "
+        "('--token @PATH'); a literal token on the command line is refused.",
+    )
+    connect.add_argument("--endpoint", required=True, metavar="URL")
+    connect.add_argument("--token", required=True, metavar="SRC", help="'-' or '@PATH'")
+    connect.add_argument("--security", required=True, choices=_SECURITY_MODES)
+    connect.add_argument("--key-id", metavar="K", help="age-v1 epoch key_id")
+    connect.add_argument("--recipients-file", metavar="F", help="age-v1 epoch manifest")
+    connect.add_argument("--identity", metavar="FILE", help="age-v1 identity for the epoch")
+    connect.add_argument(
+        "--credential-file",
+        metavar="PATH",
+        help="where to keep the bearer credential (default: <store-dir>/credentials/TEAM.json)",
+    )
+    _common(connect, team_required=True)
+    connect.set_defaults(handler=_connect)
+
+    push = subparsers.add_parser("push", help="send pending local messages to the relay")
+    push.add_argument("--limit", type=_limit, default=None, metavar="N", help="1..1000")
+    _common(push)
+    push.set_defaults(handler=_push)
+
+    pull = subparsers.add_parser("pull", help="fetch and apply every new relay message")
+    pull.add_argument("--limit", type=_limit, default=None, metavar="N", help="page size")
+    _common(pull)
+    pull.set_defaults(handler=_pull)
+
+    sync = subparsers.add_parser("sync", help="push, then pull")
+    sync.add_argument("--limit", type=_limit, default=None, metavar="N", help="push limit")
+    _common(sync)
+    sync.set_defaults(handler=_sync)
+
+    run = subparsers.add_parser(
+        "run",
+        help="sync in a loop until SIGTERM/SIGINT",
+        description="Cycle push+pull every --interval seconds (with jitter), without "
+        "sleeping while catching up. Transient errors back off; refusals are recorded "
+        "and the loop stays up. Only one engine may run per binding.",
+    )
+    run.add_argument("--interval", type=float, default=None, metavar="SECONDS")
+    run.add_argument("--refusal-wait", type=float, default=None, help=argparse.SUPPRESS)
+    run.add_argument("--backoff-cap", type=float, default=None, help=argparse.SUPPRESS)
+    _common(run)
+    run.set_defaults(handler=_run)
+
+    status = subparsers.add_parser("status", help="binding, cursors, pending work, last error")
+    _common(status)
+    status.set_defaults(handler=_status)
+
+    reprocess = subparsers.add_parser(
+        "reprocess", help="re-evaluate quarantined messages (after installing a key)"
+    )
+    reprocess.add_argument("--limit", type=_limit, default=None, metavar="N", help="page size")
+    _common(reprocess)
+    reprocess.set_defaults(handler=_reprocess)
+
+    security = subparsers.add_parser("security", help="local security history and identity")
+    actions = security.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    show = actions.add_parser("show", help="the local security history")
+    _common(show)
+    show.set_defaults(handler=_security_show)
+    set_mode = actions.add_parser(
+        "set", help="append a minimum security mode at the relay's next sequence boundary"
+    )
+    set_mode.add_argument("mode", choices=_SECURITY_MODES)
+    _common(set_mode)
+    set_mode.set_defaults(handler=_security_set)
+    identity = actions.add_parser("identity", help="install the age-v1 identity file (by path)")
+    identity.add_argument("file")
+    _common(identity)
+    identity.set_defaults(handler=_security_identity)
+
+
+# -- output ------------------------------------------------------------------------------
+
+
+def _emit(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
+    if args.json:
+        print(json.dumps(obj, ensure_ascii=False, sort_keys=False))
+    elif text:
+        print(text)
+
+
+def _fail(args: argparse.Namespace, exc: BaseException) -> int:
+    from syncengine.engine.errors import classify
+
+    failure = classify(exc)
+    command = args.command if getattr(args, "action", None) is None else args.action
+    sys.stderr.write(f"syncengine {command}: {failure.message}\n  remedy: {failure.remediation}\n")
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "ok": False,
+                    "error": {
+                        "code": failure.code,
+                        "state": failure.state.value,
+                        "http_status": failure.http_status,
+                        "message": failure.message,
+                        "remediation": failure.remediation,
+                    },
+                },
+                ensure_ascii=False,
+            )
+        )
+    return failure.exit_code
+
+
+def _guarded(args: argparse.Namespace, action: Callable[[], int]) -> int:
+    try:
+        return action()
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        return _fail(args, exc)
+
+
+def _engine(args: argparse.Namespace) -> Any:
+    from syncengine.engine import Engine
+
+    return Engine(args.store, args.team, progress_stream=sys.stderr)
+
+
+# -- handlers ----------------------------------------------------------------------------
+
+
+def _connect(args: argparse.Namespace) -> int:
+    def action() -> int:
+        from syncengine.engine import connect_store, read_token
+
+        token = read_token(args.token, sys.stdin.buffer)
+        connected = connect_store(
+            args.store,
+            endpoint=args.endpoint,
+            token=token,
+            team=args.team,
+            mode=args.security,
+            key_id=args.key_id,
+            recipients_file=args.recipients_file,
+            identity_file=args.identity,
+            credential_file=args.credential_file,
+        )
+        k = connected.key
+        _emit(
+            args,
+            connected.to_obj(),
+            f"connected team {k.local_team} to {connected.endpoint} "
+            f"(remote team {connected.remote_team_name} {k.remote_team_id}, "
+            f"instance {k.server_instance_id}, security {connected.mode.value})",
+        )
+        return 0
+
+    return _guarded(args, action)
+
+
+def _locked(args: argparse.Namespace, work: Callable[[Any], int]) -> int:
+    def action() -> int:
+        with _engine(args) as engine, engine.lock():
+            return work(engine)
+
+    return _guarded(args, action)
+
+
+def _push_obj(report: Any) -> dict[str, Any]:
+    return {
+        "candidates": report.candidates,
+        "batches": report.batches,
+        "splits": report.splits,
+        "stored": report.stored,
+        "duplicate": report.duplicate,
+        "sealed_blocked": report.sealed_blocked,
+        "cipher": report.cipher,
+        "allow_new": report.allow_new,
+        "blocked_reason": report.blocked_reason,
+        "push_cursor": str(report.push_cursor),
+    }
+
+
+def _pull_obj(report: Any) -> dict[str, Any]:
+    return {
+        "pages": report.pages,
+        "received": report.received,
+        "outcomes": report.outcomes,
+        "transport_cursor": str(report.transport_cursor),
+    }
+
+
+def _push_text(report: Any) -> str:
+    text = f"pushed {report.candidates} message(s): {report.stored} stored, "
+    text += f"{report.duplicate} already on the relay"
+    if not report.allow_new:
+        text += f"\nnew messages are not being sent: {report.blocked_reason}"
+    return text
+
+
+def _pull_text(report: Any) -> str:
+    detail = ", ".join(f"{n} {state}" for state, n in report.outcomes.items())
+    return f"pulled {report.received} message(s)" + (f": {detail}" if detail else "")
+
+
+def _push(args: argparse.Namespace) -> int:
+    from syncengine.engine.limits import STEADY_PUSH_LIMIT
+
+    def work(engine: Any) -> int:
+        report = engine.push(args.limit or STEADY_PUSH_LIMIT)
+        _emit(args, {"ok": True, "push": _push_obj(report)}, _push_text(report))
+        return 0
+
+    return _locked(args, work)
+
+
+def _pull(args: argparse.Namespace) -> int:
+    from syncengine.engine.limits import PULL_PAGE_LIMIT
+
+    def work(engine: Any) -> int:
+        report = engine.pull(args.limit or PULL_PAGE_LIMIT)
+        _emit(args, {"ok": True, "pull": _pull_obj(report)}, _pull_text(report))
+        return 0
+
+    return _locked(args, work)
+
+
+def _sync(args: argparse.Namespace) -> int:
+    from syncengine.engine.limits import STEADY_PUSH_LIMIT
+
+    def work(engine: Any) -> int:
+        report = engine.sync(args.limit or STEADY_PUSH_LIMIT)
+        _emit(
+            args,
+            {"ok": True, "push": _push_obj(report.push), "pull": _pull_obj(report.pull)},
+            _push_text(report.push) + "\n" + _pull_text(report.pull),
+        )
+        return 0
+
+    return _locked(args, work)
+
+
+def _reprocess(args: argparse.Namespace) -> int:
+    from syncengine.engine.limits import REPROCESS_PAGE_LIMIT
+
+    def work(engine: Any) -> int:
+        report = engine.reprocess(args.limit or REPROCESS_PAGE_LIMIT)
+        detail = ", ".join(f"{n} {state}" for state, n in report.outcomes.items())
+        _emit(
+            args,
+            {
+                "ok": True,
+                "reprocess": {
+                    "pages": report.pages,
+                    "candidates": report.candidates,
+                    "outcomes": report.outcomes,
+                },
+            },
+            f"reprocessed {report.candidates} message(s)" + (f": {detail}" if detail else ""),
+        )
+        return 0
+
+    return _locked(args, work)
+
+
+def _run(args: argparse.Namespace) -> int:
+    def action() -> int:
+        from dataclasses import replace
+
+        from syncengine.engine import Engine, RunLoop, RunSettings, StopSignal
+        from syncengine.engine.runloop import handle_stop_signals
+
+        settings = RunSettings()
+        overrides: dict[str, float] = {}
+        if args.interval is not None:
+            overrides["interval"] = args.interval
+        if args.refusal_wait is not None:
+            overrides["refusal_wait"] = args.refusal_wait
+        if args.backoff_cap is not None:
+            overrides["backoff_cap"] = args.backoff_cap
+            overrides["backoff_base"] = min(settings.backoff_base, args.backoff_cap)
+        try:
+            settings = replace(settings, **overrides)  # type: ignore[arg-type]
+        except ValueError as exc:
+            sys.stderr.write(f"syncengine run: {exc}\n")
+            return 2
+        stop = StopSignal()
+        with handle_stop_signals(stop):
+            engine = Engine(
+                args.store,
+                args.team,
+                progress_stream=sys.stderr,
+                sleep=stop.interruptible_sleep,
+            )
+            with engine, engine.lock():
+
+                def on_cycle(outcome: Any) -> None:
+                    if args.json:
+                        print(json.dumps(outcome.to_obj(), ensure_ascii=False), flush=True)
+                        return
+                    if not outcome.ok:
+                        print(f"cycle {outcome.number}: {outcome.state}: {outcome.message}")
+                    elif outcome.report.push.candidates or outcome.report.pull.received:
+                        print(
+                            f"cycle {outcome.number}: "
+                            + _push_text(outcome.report.push).replace("\n", "; ")
+                            + "; "
+                            + _pull_text(outcome.report.pull),
+                            flush=True,
+                        )
+
+                if args.json:
+                    print(json.dumps({"event": "started", "team": engine.connection.local_team}))
+                    sys.stdout.flush()
+                RunLoop(engine, stop, settings, on_cycle=on_cycle).run()
+                if args.json:
+                    print(json.dumps({"event": "stopped"}), flush=True)
+        return 0
+
+    return _guarded(args, action)
+
+
+def _status(args: argparse.Namespace) -> int:
+    def action() -> int:
+        from syncengine.engine.errors import EngineLocked
+
+        with _engine(args) as engine:
+            status = engine.status()
+            running = False
+            try:
+                with engine.lock():
+                    pass
+            except EngineLocked:
+                running = True
+        obj = {"ok": True, **status.to_obj(), "engine_running": running}
+        _emit(args, obj, _status_text(obj))
+        return 0
+
+    return _guarded(args, action)
+
+
+def _status_text(obj: dict[str, Any]) -> str:
+    lines = [
+        f"team            {obj['team']} -> {obj['remote_team_name']} ({obj['remote_team_id']})",
+        f"endpoint        {obj['endpoint']} (instance {obj['server_instance_id']})",
+        f"credential      {obj['credential_id']} in {obj['credential_file']}",
+        f"security        {obj['security']['mode']}"
+        + (
+            f", age-v1 epoch {obj['security']['age_v1']['key_id']}"
+            if obj["security"]["age_v1"]
+            else ""
+        ),
+        f"cursors         push {obj['cursors']['push']}, transport {obj['cursors']['transport']}",
+        f"pending push    {obj['pending_push']}",
+        "quarantine      "
+        + (", ".join(f"{k} {v}" for k, v in obj["quarantine"].items()) or "empty"),
+        f"state           {obj['state']}"
+        + (" (engine running)" if obj["engine_running"] else ""),
+        f"last success    {obj['last_success_at'] or 'never'}",
+    ]
+    failure = obj["last_failure"]
+    if failure:
+        lines.append(
+            f"last failure    {failure['at']}: {failure['code']}: {failure['message']}"
+            f" ({obj['failures_since_success']} since last success)"
+        )
+        lines.append(f"  remedy        {failure['remediation']}")
+    if obj["resync_required"]:
+        r = obj["resync_required"]
+        lines.append(
+            f"RESYNC REQUIRED cursor {r['after']} is below the relay floor "
+            f"{r['min_available_seq']}: {r['remediation']}"
+        )
+    if obj["blocked_messages"]:
+        lines.append(f"blocked         {len(obj['blocked_messages'])} message(s) too large")
+    return "\n".join(lines)
+
+
+def _security_show(args: argparse.Namespace) -> int:
+    def action() -> int:
+        with _engine(args) as engine:
+            security = engine.status().to_obj()["security"]
+        text = "\n".join(
+            f"revision {e['local_security_revision']}: {e['minimum_security_mode']} "
+            f"from sequence {e['effective_from_seq']}"
+            for e in security["history"]
+        )
+        _emit(args, {"ok": True, "security": security}, text)
+        return 0
+
+    return _guarded(args, action)
+
+
+def _security_set(args: argparse.Namespace) -> int:
+    def action() -> int:
+        from syncengine.engine import SecurityMode
+
+        with _engine(args) as engine:
+            entry = engine.set_security_mode(SecurityMode(args.mode))
+        _emit(
+            args,
+            {
+                "ok": True,
+                "local_security_revision": str(entry.revision),
+                "effective_from_seq": str(entry.effective_from_seq),
+                "minimum_security_mode": entry.mode.value,
+            },
+            f"revision {entry.revision}: {entry.mode.value} from sequence "
+            f"{entry.effective_from_seq}",
+        )
+        return 0
+
+    return _guarded(args, action)
+
+
+def _security_identity(args: argparse.Namespace) -> int:
+    def action() -> int:
+        with _engine(args) as engine:
+            engine.set_identity(args.file)
+            path = engine.connection.identity_path
+        _emit(
+            args,
+            {"ok": True, "identity_file": path},
+            f"identity installed from {path}; run 'syncengine reprocess' to import "
+            "messages that were waiting for it",
+        )
+        return 0
+
+    return _guarded(args, action)

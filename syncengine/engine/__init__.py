@@ -1,0 +1,66 @@
+"""The sync engine: cycles of push and pull between a local store and a relay.
+
+Public surface (specs/engine.md):
+
+- :class:`Engine` — ``Engine(store_path, team=None, ...)`` with
+  :meth:`~Engine.push`, :meth:`~Engine.pull`, :meth:`~Engine.sync`,
+  :meth:`~Engine.reprocess`, :meth:`~Engine.status`,
+  :meth:`~Engine.set_security_mode`, :meth:`~Engine.set_identity`,
+  :meth:`~Engine.lock`;
+- :func:`connect_store` and :func:`read_token` — pairing a store's team;
+- :class:`RunLoop`, :class:`StopSignal`, :class:`RunSettings` — ``run``;
+- :func:`classify` — any failure → durable record and exit code.
+
+Submodules are imported lazily by the CLI, so ``syncengine status`` pays
+only for what it uses.
+"""
+
+from syncengine.engine.connect import Connected, connect_store, read_token
+from syncengine.engine.cycle import PullReport, PushReport, ReprocessReport
+from syncengine.engine.engine import Engine, EngineStatus, SyncReport
+from syncengine.engine.errors import (
+    AlreadyConnected,
+    ConfigurationError,
+    ConnectFailed,
+    EngineError,
+    EngineLocked,
+    FailureRecord,
+    NotConnected,
+    PushOversized,
+    StopRequested,
+    TokenSourceRefused,
+    classify,
+)
+from syncengine.engine.limits import RunSettings
+from syncengine.engine.runloop import CycleOutcome, RunLoop, StopSignal
+from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
+
+__all__ = [
+    "AlreadyConnected",
+    "ConfigurationError",
+    "ConnectFailed",
+    "Connected",
+    "CycleOutcome",
+    "Engine",
+    "EngineError",
+    "EngineLocked",
+    "EngineStatus",
+    "FailureRecord",
+    "NotConnected",
+    "PullReport",
+    "PushOversized",
+    "PushReport",
+    "ReprocessReport",
+    "RunLoop",
+    "RunSettings",
+    "SecurityEntry",
+    "SecurityHistory",
+    "SecurityMode",
+    "StopRequested",
+    "StopSignal",
+    "SyncReport",
+    "TokenSourceRefused",
+    "classify",
+    "connect_store",
+    "read_token",
+]

@@ -1,0 +1,308 @@
+"""``connect``: pair a device with a relay team and persist the binding atomically.
+
+specs/engine.md "Connecting a store"; server/spec/v1.md "Pairing and
+per-device credentials". The order is what makes a failure leave nothing
+half-connected:
+
+1. every local input is validated first — security mode, age-v1 epoch
+   (key_id + recipients file), identity (must belong to the manifest), the
+   team not already connected, the credential file not already present —
+   so a mistake never burns the one-time token;
+2. :func:`syncengine.http.connect` runs health → exchange → verification
+   and persists nothing;
+3. the bearer credential is written to its own 0600 file (atomic rename);
+4. one store transaction writes the local team (if new), the Stage-1
+   binding, the connection row, local security revision 0 (effective from
+   sequence 1, the chosen mode) and the status row. If it fails the
+   credential file is removed and the relay credential revoked (best
+   effort), and :class:`ConnectFailed` says so.
+
+The pairing token arrives as ``--token -`` (stdin) or ``--token @PATH``;
+a literal value is refused (:func:`read_token`): argv is visible to every
+user through ``ps`` and ``/proc``, and lands in shell history.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import quote
+
+import httpx
+
+from syncengine.engine import state as st
+from syncengine.engine.errors import (
+    AlreadyConnected,
+    ConfigurationError,
+    ConnectFailed,
+    TokenSourceRefused,
+)
+from syncengine.engine.security import SecurityMode
+from syncengine.http.client import ClientConfig, RelayClient
+from syncengine.http.connect import connect as http_connect
+from syncengine.http.credentials import Secret, save_credential
+from syncengine.ops.bindings import BindingKey
+from syncengine.store import Store
+from syncengine.store.connection import read_transaction, write_transaction
+from syncengine.store.errors import InvalidInput
+from syncengine.store.names import check_local_team
+from wire.errors import WireError
+from wire.scalars import format_timestamp
+
+__all__ = ["Connected", "EpochConfig", "connect_store", "default_credential_path", "read_token"]
+
+#: A pairing token is at most 1024 characters; read a little more to notice junk.
+_MAX_TOKEN_READ = 4096
+
+
+def read_token(source: str, stdin: BinaryIO) -> Secret:
+    """The pairing token from ``-`` (stdin) or ``@PATH``; a literal is refused.
+
+    Errors name the source and the rule, never the token.
+    """
+    if source == "-":
+        data = stdin.read(_MAX_TOKEN_READ + 1)
+        where = "standard input"
+    elif source.startswith("@") and len(source) > 1:
+        path = Path(source[1:])
+        try:
+            with path.open("rb") as handle:
+                data = handle.read(_MAX_TOKEN_READ + 1)
+        except OSError as exc:
+            raise ConfigurationError(f"cannot read the token file {path}: {exc.strerror}") from None
+        where = str(path)
+    else:
+        raise TokenSourceRefused(
+            "--token takes '-' (read standard input) or '@PATH' (read a file); a literal "
+            "token on the command line is refused because argv is visible to other users "
+            "(ps, /proc) and is kept in shell history"
+        )
+    if len(data) > _MAX_TOKEN_READ:
+        raise ConfigurationError(f"the pairing token from {where} is too long")
+    try:
+        return Secret.from_text(data.decode("ascii"), "pairing token")
+    except (UnicodeDecodeError, WireError):
+        raise ConfigurationError(
+            f"the pairing token from {where} is malformed: one line of RFC 6750 "
+            "b64token characters is expected"
+        ) from None
+
+
+def default_credential_path(store_path: Path, team: str) -> Path:
+    """``<store-dir>/credentials/<team>.json`` (team name percent-encoded)."""
+    return store_path.parent / "credentials" / f"{quote(team, safe='')}.json"
+
+
+@dataclass(frozen=True, slots=True)
+class EpochConfig:
+    """A validated age-v1 epoch: key_id, manifest and (optionally) identity path."""
+
+    key_id: str
+    recipients: tuple[str, ...]
+    identity_path: str | None
+
+    @classmethod
+    def load(
+        cls, key_id: str | None, recipients_file: str | None, identity_file: str | None
+    ) -> EpochConfig | None:
+        if key_id is None and recipients_file is None:
+            if identity_file is not None:
+                raise ConfigurationError(
+                    "--identity needs the epoch it belongs to (--key-id and --recipients-file)"
+                )
+            return None
+        if key_id is None or recipients_file is None:
+            raise ConfigurationError("--key-id and --recipients-file go together")
+        from wire.age_profile import EpochManifest, install_identity, parse_recipients_file
+
+        try:
+            recipients = parse_recipients_file(Path(recipients_file).read_bytes())
+            manifest = EpochManifest.from_strings(key_id, recipients)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot read recipients file {recipients_file}: {exc.strerror}"
+            ) from None
+        except WireError as exc:
+            raise ConfigurationError(f"age-v1 epoch: {exc.field}: {exc.rule}") from None
+        identity_path = None
+        if identity_file is not None:
+            path = Path(identity_file).absolute()
+            try:
+                install_identity(manifest, path.read_bytes())
+            except OSError as exc:
+                raise ConfigurationError(
+                    f"cannot read identity file {path}: {exc.strerror}"
+                ) from None
+            except WireError as exc:
+                raise ConfigurationError(f"identity file {path}: {exc.rule}") from None
+            identity_path = str(path)
+        recipients_text = tuple(r.to_string() for r in manifest.recipients)
+        return cls(manifest.key_id, recipients_text, identity_path)
+
+
+@dataclass(frozen=True, slots=True)
+class Connected:
+    """What ``connect`` persisted (no secret)."""
+
+    key: BindingKey
+    endpoint: str
+    remote_team_name: str
+    credential_id: str
+    credential_path: Path
+    mode: SecurityMode
+    epoch: EpochConfig | None
+    write_allowed_ciphers: tuple[str, ...]
+
+    def to_obj(self) -> dict[str, object]:
+        return {
+            "connected": True,
+            "team": self.key.local_team,
+            "endpoint": self.endpoint,
+            "server_instance_id": self.key.server_instance_id,
+            "remote_team_id": self.key.remote_team_id,
+            "remote_team_name": self.remote_team_name,
+            "protocol_version": self.key.protocol_version,
+            "credential_id": self.credential_id,
+            "credential_file": str(self.credential_path),
+            "security_mode": self.mode.value,
+            "age_v1_key_id": self.epoch.key_id if self.epoch else None,
+            "write_allowed_ciphers": list(self.write_allowed_ciphers),
+        }
+
+
+def connect_store(
+    store_path: str | os.PathLike[str] | None,
+    *,
+    endpoint: str,
+    token: Secret,
+    team: str,
+    mode: str,
+    key_id: str | None = None,
+    recipients_file: str | None = None,
+    identity_file: str | None = None,
+    credential_file: str | None = None,
+    transport: httpx.BaseTransport | None = None,
+    client_config: ClientConfig | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Connected:
+    """Pair, then persist credential and binding; all or nothing locally."""
+    try:
+        security = SecurityMode(mode)
+    except ValueError:
+        raise ConfigurationError(
+            "--security must be 'plaintext-allowed' or 'e2ee-required'"
+        ) from None
+    try:
+        check_local_team(team, "team")
+    except InvalidInput as exc:
+        raise ConfigurationError(str(exc)) from None
+    epoch = EpochConfig.load(key_id, recipients_file, identity_file)
+    if security is SecurityMode.E2EE_REQUIRED and epoch is None:
+        raise ConfigurationError(
+            "e2ee-required needs an age-v1 epoch to write with (--key-id, --recipients-file)"
+        )
+    store = Store(store_path)
+    try:
+        store.init()
+        _refuse_if_connected(store, team)
+        cred_path = (
+            Path(credential_file).absolute()
+            if credential_file
+            else default_credential_path(store.path, team)
+        )
+        if cred_path.exists() or cred_path.is_symlink():
+            raise ConfigurationError(
+                f"credential file {cred_path} already exists",
+                remediation="If an earlier connect was interrupted, remove the file and ask "
+                "the relay operator to revoke its credential; otherwise choose "
+                "--credential-file.",
+            )
+        cred_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+        result = http_connect(
+            endpoint, token, config=client_config, transport=transport, sleep=sleep, clock=clock
+        )
+        key = BindingKey(team, result.server_instance_id, result.team_id)
+        save_credential(cred_path, result.credential)
+        now = format_timestamp(datetime.now(UTC))
+        try:
+            with write_transaction(store.conn, store.path) as conn:
+                st.insert_connection(
+                    conn,
+                    key,
+                    endpoint=result.endpoint,
+                    remote_team_name=result.team_name,
+                    credential_id=result.credential_id,
+                    credential_path=str(cred_path),
+                    age_key_id=epoch.key_id if epoch else None,
+                    age_recipients=epoch.recipients if epoch else (),
+                    identity_path=epoch.identity_path if epoch else None,
+                    mode=security,
+                    now=now,
+                )
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                cred_path.unlink()
+            revoked = _revoke_quietly(result.endpoint, result, transport, client_config)
+            note = " (the relay credential was revoked)" if revoked else ""
+            if isinstance(exc, AlreadyConnected):
+                raise
+            raise ConnectFailed(
+                f"could not record the connection in the store: {exc}{note}"
+            ) from exc
+        return Connected(
+            key=key,
+            endpoint=result.endpoint,
+            remote_team_name=result.team_name,
+            credential_id=result.credential_id,
+            credential_path=cred_path,
+            mode=security,
+            epoch=epoch,
+            write_allowed_ciphers=result.capabilities.current_policy.write_allowed_ciphers,
+        )
+    finally:
+        store.close()
+
+
+def _refuse_if_connected(store: Store, team: str) -> None:
+    from syncengine.engine.errors import NotConnected
+
+    with read_transaction(store.conn, store.path) as conn:
+        try:
+            st.connection_for(conn, team)
+        except NotConnected:
+            return
+    raise AlreadyConnected(f"team {team!r} is already connected to a relay")
+
+
+def _revoke_quietly(
+    endpoint: str,
+    result: object,
+    transport: httpx.BaseTransport | None,
+    config: ClientConfig | None,
+) -> bool:
+    """Best effort: a credential we cannot record should not stay valid."""
+    from syncengine.http.client import RelayBinding
+    from syncengine.http.connect import ConnectResult
+    from syncengine.http.retry import RetryPolicy
+
+    assert isinstance(result, ConnectResult)
+    try:
+        with RelayClient(
+            endpoint,
+            binding=RelayBinding(result.server_instance_id, result.team_id),
+            credential=result.credential,
+            config=config or ClientConfig(retry=RetryPolicy(max_attempts=2, max_elapsed=10.0)),
+            transport=transport,
+        ) as client:
+            client.revoke_credential(result.credential_id)
+    except Exception:
+        return False
+    return True

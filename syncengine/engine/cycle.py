@@ -1,0 +1,382 @@
+"""One sync cycle's steps against the relay and the store (specs/engine.md "The cycle").
+
+The steps, each a function of a :class:`CycleContext`:
+
+- :func:`push_once` — capabilities → effective write set
+  (:func:`~syncengine.engine.security.plan_write`) → ``prepare_push`` →
+  POST in batches (:mod:`~syncengine.engine.batching`), halving a batch the
+  relay answers with 413 → ``reconcile_push`` after *every* successful POST,
+  so acknowledgements already received are durable before a later batch's
+  failure surfaces (upstream ``push.partial``);
+- :func:`pull_all` — GET pages from the transport cursor until ``has_more``
+  is false; every envelope is evaluated (policy at its ``server_seq``,
+  epoch, open) into a ``sync_pull_message`` and each page is applied in one
+  transaction before the next is fetched, so memory is one page whatever
+  the backlog; capabilities are refreshed when a page passes the snapshot's
+  ``current_seq`` (a newer policy may govern it);
+- :func:`reprocess_all` — walk every page of durable blocking envelopes
+  until ``has_more`` is false, re-evaluate with today's keys and policy,
+  and apply the outcomes without moving the transport cursor.
+
+Nothing here moves a cursor except through the Stage-1 operations, and a
+410 propagates unchanged: the engine never resets the cursor itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from syncengine.engine.batching import plan_batches
+from syncengine.engine.errors import PushOversized
+from syncengine.engine.progress import Progress
+from syncengine.engine.security import SecurityHistory, WritePlan, plan_write, read_policy
+from syncengine.engine.state import ConnectionRecord
+from syncengine.http.client import RelayClient
+from syncengine.http.errors import RequestTooLarge
+from syncengine.ops.bindings import BindingKey
+from syncengine.ops.records import (
+    MAX_REASON_CHARS,
+    SyncPrepare,
+    SyncPullCursor,
+    SyncPullMessage,
+    SyncPushAck,
+    SyncPushCandidate,
+)
+from syncengine.store import Store
+from wire.envelope import Envelope
+from wire.http_v1.capabilities import Capabilities
+from wire.http_v1.messages import MessageBatch, OutgoingMessage, PushResponse
+from wire.limits import ENVELOPE_VERSION, MAX_BLOB_BYTES
+from wire.outcome import Blocked, Importable
+from wire.profiles import Binding, OpenContext, open_envelope, supported_ciphers
+
+__all__ = [
+    "CycleContext",
+    "PullReport",
+    "PushReport",
+    "ReprocessReport",
+    "evaluate",
+    "pull_all",
+    "push_once",
+    "reprocess_all",
+    "send_batches",
+]
+
+_log = logging.getLogger("syncengine.engine")
+
+
+@dataclass
+class CycleContext:
+    """What every step needs; built by :class:`~syncengine.engine.engine.Engine`.
+
+    ``identity`` is called at most when an age-v1 envelope must be opened;
+    the engine reads the identity file once and caches the result.
+    """
+
+    store: Store
+    connection: ConnectionRecord
+    client: RelayClient
+    history: Callable[[], SecurityHistory]
+    identity: Callable[[], object | None]
+    progress: Callable[[str], Progress]
+
+    @property
+    def key(self) -> BindingKey:
+        return self.connection.key
+
+
+# -- push ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PushReport:
+    """What one push did. ``saturated`` drives the run loop's catch-up."""
+
+    limit: int
+    cipher: str | None
+    blocked_reason: str | None
+    candidates: int
+    batches: int
+    splits: int
+    stored: int
+    duplicate: int
+    sealed_blocked: int
+    push_cursor: int
+
+    @property
+    def allow_new(self) -> bool:
+        return self.cipher is not None
+
+    @property
+    def saturated(self) -> bool:
+        return self.candidates >= self.limit
+
+
+def _prepare_request(plan: WritePlan, caps: Capabilities, conn: ConnectionRecord) -> SyncPrepare:
+    if plan.cipher == "age-v1":
+        return SyncPrepare(
+            ENVELOPE_VERSION,
+            "age-v1",
+            conn.age_key_id,
+            conn.age_recipients,
+            caps.max_blob_bytes,
+            True,
+        )
+    # ``none`` — or nothing new at all, in which case only published
+    # reservations are re-emitted (their envelopes are immutable anyway).
+    return SyncPrepare(ENVELOPE_VERSION, "none", None, (), caps.max_blob_bytes, plan.allow_new)
+
+
+@dataclass
+class _SendTally:
+    batches: int = 0
+    splits: int = 0
+    stored: int = 0
+    duplicate: int = 0
+    push_cursor: int = 0
+
+
+def send_batches(
+    ctx: CycleContext, candidates: Sequence[SyncPushCandidate], progress: Progress
+) -> _SendTally:
+    """POST every candidate, reconciling after each acknowledged batch.
+
+    A 413 halves the batch (the halves keep their exact durable IDs and
+    envelopes); a single message that is still too large is
+    :class:`PushOversized`. Any other failure surfaces after the earlier
+    batches' acknowledgements were recorded.
+    """
+    tally = _SendTally()
+
+    def send(batch: Sequence[SyncPushCandidate]) -> None:
+        request = MessageBatch(tuple(OutgoingMessage(c.wire_id, c.envelope) for c in batch))
+        try:
+            response = ctx.client.post_messages(request)
+        except RequestTooLarge:
+            if len(batch) == 1:
+                raise PushOversized(
+                    f"the relay refuses local message {batch[0].local_id} even alone "
+                    f"(wire ID {batch[0].wire_id}, {len(batch[0].envelope.blob)} blob chars)"
+                ) from None
+            tally.splits += 1
+            middle = len(batch) // 2
+            _log.info("push.split %d -> %d + %d", len(batch), middle, len(batch) - middle)
+            send(batch[:middle])
+            send(batch[middle:])
+            return
+        _reconcile(ctx, batch, response, tally)
+        progress.add(len(batch))
+
+    for batch in plan_batches(candidates):
+        send(batch)
+    return tally
+
+
+def _reconcile(
+    ctx: CycleContext,
+    batch: Sequence[SyncPushCandidate],
+    response: PushResponse,
+    tally: _SendTally,
+) -> None:
+    acks = [
+        SyncPushAck(c.local_position, ack.id, ack.server_seq, ack.disposition.value)
+        for c, ack in zip(batch, response.acks, strict=True)
+    ]
+    result = ctx.store.sync_reconcile_push(ctx.key, acks)
+    tally.batches += 1
+    tally.stored += sum(1 for a in acks if a.disposition == "stored")
+    tally.duplicate += sum(1 for a in acks if a.disposition == "duplicate")
+    tally.push_cursor = result.push_cursor
+    _log.info("push.reconciled %d acks, push cursor %d", len(acks), result.push_cursor)
+
+
+def push_once(ctx: CycleContext, limit: int) -> PushReport:
+    """One push: preflight, prepare at most ``limit`` candidates, send, reconcile."""
+    caps = ctx.client.capabilities()
+    plan = plan_write(
+        caps, supported_ciphers(), ctx.history(), age_configured=ctx.connection.age_configured
+    )
+    if not plan.allow_new:
+        _log.warning("push.blocked: %s", plan.reason)
+    request = _prepare_request(plan, caps, ctx.connection)
+    prepared = ctx.store.sync_prepare_push(ctx.key, request, limit)
+    candidates = prepared.candidates
+    progress = ctx.progress("push")
+    tally = send_batches(ctx, candidates, progress) if candidates else _SendTally()
+    progress.done()
+    if not candidates:
+        binding = ctx.store.sync_binding(ctx.key)
+        tally.push_cursor = binding.push_cursor if binding is not None else 0
+    return PushReport(
+        limit=limit,
+        cipher=plan.cipher,
+        blocked_reason=plan.reason,
+        candidates=len(candidates),
+        batches=tally.batches,
+        splits=tally.splits,
+        stored=tally.stored,
+        duplicate=tally.duplicate,
+        sealed_blocked=len(prepared.blocked),
+        push_cursor=tally.push_cursor,
+    )
+
+
+# -- evaluation ---------------------------------------------------------------------
+
+
+def evaluate(
+    *,
+    server_seq: int,
+    wire_id: str,
+    server_received_at: str,
+    envelope: Envelope,
+    caps: Capabilities,
+    history: SecurityHistory,
+    connection: ConnectionRecord,
+    identity: Callable[[], object | None],
+) -> SyncPullMessage:
+    """One envelope's import status under the policy effective at its sequence.
+
+    The trusted epoch is the configured age-v1 ``key_id`` (none configured:
+    the envelope's own, which then has no identity → ``pending_key``). The
+    identity is asked for only when an age-v1 envelope passed policy.
+    """
+    policy = read_policy(caps, history, server_seq)
+    identities: dict[str, object] = {}
+    if (
+        envelope.cipher == "age-v1"
+        and envelope.cipher in policy.allowed_ciphers
+        and connection.age_key_id is not None
+        and envelope.key_id == connection.age_key_id
+    ):
+        loaded = identity()
+        if loaded is not None:
+            identities[connection.age_key_id] = loaded
+    ctx = OpenContext(
+        binding=Binding(connection.remote_team_id, wire_id, connection.protocol_version),
+        allowed_ciphers=policy.allowed_ciphers,
+        trusted_key_id=connection.age_key_id,
+        identities=identities,
+        max_blob_bytes=MAX_BLOB_BYTES,
+    )
+    outcome = open_envelope(envelope, ctx)
+    if isinstance(outcome, Importable):
+        status, reason, projection = "importable", None, outcome.message
+    else:
+        assert isinstance(outcome, Blocked)
+        status, reason, projection = outcome.state.value, outcome.reason[:MAX_REASON_CHARS], None
+    return SyncPullMessage(
+        server_seq,
+        wire_id,
+        server_received_at,
+        envelope,
+        status,
+        policy.policy_revision,
+        policy.local_security_revision,
+        reason,
+        projection,
+    )
+
+
+# -- pull ---------------------------------------------------------------------------
+
+
+@dataclass
+class PullReport:
+    pages: int = 0
+    received: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    transport_cursor: int = 0
+    capability_refreshes: int = 0
+
+
+def pull_all(ctx: CycleContext, page_limit: int) -> PullReport:
+    """Pull from the transport cursor until the relay has nothing more."""
+    binding = ctx.store.sync_bind(ctx.key)
+    report = PullReport(transport_cursor=binding.transport_cursor)
+    caps = ctx.client.capabilities()
+    history = ctx.history()
+    outcomes: Counter[str] = Counter()
+    progress = ctx.progress("pull")
+    cursor = binding.transport_cursor
+    while True:
+        page = ctx.client.get_messages(cursor, page_limit)
+        report.pages += 1
+        if page.messages and page.messages[-1].server_seq > caps.current_seq:
+            caps = ctx.client.capabilities()
+            report.capability_refreshes += 1
+        evaluated = [
+            evaluate(
+                server_seq=m.server_seq,
+                wire_id=m.id,
+                server_received_at=m.server_received_at,
+                envelope=m.envelope,
+                caps=caps,
+                history=history,
+                connection=ctx.connection,
+                identity=ctx.identity,
+            )
+            for m in page.messages
+        ]
+        if evaluated:
+            applied = ctx.store.sync_apply_pull(ctx.key, evaluated, SyncPullCursor(page.next_after))
+            outcomes.update(o.status for o in applied.outcomes)
+            cursor = applied.result.transport_cursor
+            report.received += len(evaluated)
+            progress.add(len(evaluated))
+        if not page.has_more:
+            break
+    progress.done()
+    report.outcomes = dict(sorted(outcomes.items()))
+    report.transport_cursor = cursor
+    return report
+
+
+# -- reprocess ----------------------------------------------------------------------
+
+
+@dataclass
+class ReprocessReport:
+    pages: int = 0
+    candidates: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+
+def reprocess_all(ctx: CycleContext, page_limit: int) -> ReprocessReport:
+    """Re-evaluate every durable blocking envelope, page by page."""
+    caps = ctx.client.capabilities()
+    history = ctx.history()
+    report = ReprocessReport()
+    outcomes: Counter[str] = Counter()
+    page_after: str | None = None
+    while True:
+        page = ctx.store.sync_reprocess(ctx.key, page_limit, page_after)
+        report.pages += 1
+        if page.candidates:
+            evaluated = [
+                evaluate(
+                    server_seq=c.server_seq,
+                    wire_id=c.wire_id,
+                    server_received_at=c.server_received_at,
+                    envelope=c.envelope,
+                    caps=caps,
+                    history=history,
+                    connection=ctx.connection,
+                    identity=ctx.identity,
+                )
+                for c in page.candidates
+            ]
+            # The cursor stays where it is: reprocess never moves transport.
+            applied = ctx.store.sync_apply_pull(
+                ctx.key, evaluated, SyncPullCursor(page.state.transport_cursor)
+            )
+            outcomes.update(o.status for o in applied.outcomes)
+            report.candidates += len(evaluated)
+        if not page.page.has_more:
+            break
+        page_after = page.page.next_after
+    report.outcomes = dict(sorted(outcomes.items()))
+    return report

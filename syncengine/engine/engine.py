@@ -1,0 +1,421 @@
+"""The :class:`Engine` facade: one store, one connected team, one relay.
+
+It owns the relay client (built from the durable connection and the 0600
+credential file), reads the identity file at most once per process, runs
+the cycle steps of :mod:`syncengine.engine.cycle`, and records the outcome
+of every operation in the store (``engine_status``) in one transaction —
+success, failure with its remedy, and the durable resync-required marker
+(specs/engine.md "Durable engine state"). It never exits the process and
+never moves a cursor outside the Stage-1 operations.
+
+Usage::
+
+    with Engine(store_path) as engine:      # the only connected team, or team=...
+        engine.sync()                       # push then pull
+        print(engine.status().to_obj())
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
+
+import httpx
+
+from syncengine.engine import state as st
+from syncengine.engine.cycle import (
+    CycleContext,
+    PullReport,
+    PushReport,
+    ReprocessReport,
+    pull_all,
+    push_once,
+    reprocess_all,
+)
+from syncengine.engine.errors import ConfigurationError, StopRequested, classify
+from syncengine.engine.limits import PULL_PAGE_LIMIT, REPROCESS_PAGE_LIMIT, STEADY_PUSH_LIMIT
+from syncengine.engine.lock import EngineLock, lock_path_for
+from syncengine.engine.progress import progress_for
+from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
+from syncengine.http.client import ClientConfig, RelayBinding, RelayClient
+from syncengine.http.credentials import load_credential
+from syncengine.http.errors import EngineState, ResyncRequired
+from syncengine.ops.status import SyncStatus
+from syncengine.store import Store
+from syncengine.store.connection import read_transaction, write_transaction
+from wire.scalars import format_timestamp
+
+__all__ = ["Engine", "EngineStatus", "SyncReport"]
+
+T = TypeVar("T")
+
+_log = logging.getLogger("syncengine.engine")
+
+#: States in which a push failure still lets the same cycle pull: the relay
+#: refused *writes* (policy, 507, an oversized message), not the stream.
+_PULL_DESPITE_PUSH = frozenset(
+    {EngineState.REFUSED, EngineState.ADJUST, EngineState.WRITES_STOPPED}
+)
+
+
+def _now() -> str:
+    return format_timestamp(datetime.now(UTC))
+
+
+@dataclass(frozen=True, slots=True)
+class SyncReport:
+    """One ``sync``: the push half and the pull half."""
+
+    push: PushReport
+    pull: PullReport
+
+    @property
+    def saturated(self) -> bool:
+        return self.push.saturated
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStatus:
+    """Everything ``syncengine status`` answers, from one store snapshot."""
+
+    connection: st.ConnectionRecord
+    history: SecurityHistory
+    sync: SyncStatus
+    pending_push: int
+    engine: st.EngineStatusRow
+    lock_path: Path
+
+    @property
+    def resync_required(self) -> bool:
+        return self.engine.resync_required
+
+    def to_obj(self) -> dict[str, Any]:
+        c, e, b = self.connection, self.engine, self.sync.binding
+        last_failure = None
+        if e.last_failure_at is not None:
+            last_failure = {
+                "at": e.last_failure_at,
+                "code": e.last_error_code,
+                "class": e.last_error_class,
+                "http_status": e.last_error_http_status,
+                "message": e.last_error_message,
+                "remediation": e.last_error_remediation,
+            }
+        resync = None
+        if e.resync_required:
+            resync = {
+                "after": str(e.resync_after),
+                "min_available_seq": str(e.resync_min_available_seq),
+                "recorded_at": e.resync_recorded_at,
+                "remediation": ResyncRequired.remediation,
+            }
+        return {
+            "team": c.local_team,
+            "endpoint": c.endpoint,
+            "server_instance_id": c.server_instance_id,
+            "remote_team_id": c.remote_team_id,
+            "remote_team_name": c.remote_team_name,
+            "protocol_version": c.protocol_version,
+            "credential_id": c.credential_id,
+            "credential_file": c.credential_path,
+            "connected_at": c.connected_at,
+            "security": {
+                "mode": self.history.current.mode.value,
+                "history": [
+                    {
+                        "local_security_revision": str(x.revision),
+                        "effective_from_seq": str(x.effective_from_seq),
+                        "minimum_security_mode": x.mode.value,
+                    }
+                    for x in self.history.entries
+                ],
+                "age_v1": None
+                if c.age_key_id is None
+                else {
+                    "key_id": c.age_key_id,
+                    "recipients": len(c.age_recipients),
+                    "identity_file": c.identity_path,
+                },
+            },
+            "cursors": {
+                "push": str(b.push_cursor if b else 0),
+                "transport": str(b.transport_cursor if b else 0),
+            },
+            "pending_push": self.pending_push,
+            "reservations": dict(sorted(self.sync.reservations.items())),
+            "quarantine": dict(sorted(self.sync.quarantine.items())),
+            "conflicts": self.sync.conflicts,
+            "blocked_messages": [
+                {"local_id": m.local_id, "limit": m.limit, "reason": m.reason}
+                for m in self.sync.blocked
+            ],
+            "state": e.state,
+            "last_success_at": e.last_success_at,
+            "failures_since_success": e.failures_since_success,
+            "last_failure": last_failure,
+            "resync_required": resync,
+            "lock_file": str(self.lock_path),
+        }
+
+
+class Engine:
+    """The sync engine for one connected team of one store.
+
+    ``team`` may be omitted when the store has exactly one connected team.
+    ``transport``, ``client_config``, ``sleep`` and ``clock`` reach the
+    relay client (tests inject them); ``sleep`` is also how the run loop
+    interrupts a retry wait on SIGTERM. ``progress_stream`` receives
+    counts and rates on long transfers, only when it is a TTY.
+    """
+
+    def __init__(
+        self,
+        store_path: str | os.PathLike[str] | None = None,
+        team: str | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        client_config: ClientConfig | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        progress_stream: TextIO | None = None,
+    ) -> None:
+        self.store = Store(store_path)
+        try:
+            with read_transaction(self.store.conn, self.store.path) as conn:
+                self.connection = st.connection_for(conn, team)
+        except BaseException:
+            self.store.close()
+            raise
+        self._transport = transport
+        self._client_config = client_config
+        self._sleep = sleep
+        self._clock = clock
+        self._progress = progress_for(progress_stream)
+        self._client: RelayClient | None = None
+        self._identity_loaded = False
+        self._identity: object | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        self.store.close()
+
+    def lock(self) -> EngineLock:
+        """The (not yet acquired) exclusive lock of this binding."""
+        c = self.connection
+        return EngineLock(lock_path_for(self.store.path, c.server_instance_id, c.remote_team_id))
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    @property
+    def client(self) -> RelayClient:
+        if self._client is None:
+            c = self.connection
+            credential = load_credential(
+                Path(c.credential_path),
+                server_instance_id=c.server_instance_id,
+                team_id=c.remote_team_id,
+            )
+            self._client = RelayClient(
+                c.endpoint,
+                binding=RelayBinding(c.server_instance_id, c.remote_team_id),
+                credential=credential,
+                config=self._client_config,
+                transport=self._transport,
+                sleep=self._sleep,
+                clock=self._clock,
+            )
+        return self._client
+
+    def history(self) -> SecurityHistory:
+        with read_transaction(self.store.conn, self.store.path) as conn:
+            return st.load_security_history(conn, self.connection.binding_pk)
+
+    def _load_identity(self) -> object | None:
+        """The epoch identity, read from its file once per process, never logged."""
+        if self._identity_loaded:
+            return self._identity
+        path = self.connection.identity_path
+        self._identity = None if path is None else _read_identity(self.connection, Path(path))
+        self._identity_loaded = True
+        return self._identity
+
+    def _context(self) -> CycleContext:
+        return CycleContext(
+            store=self.store,
+            connection=self.connection,
+            client=self.client,
+            history=self.history,
+            identity=self._load_identity,
+            progress=self._progress,
+        )
+
+    def _write(self, action: Callable[[Any], T]) -> T:
+        with write_transaction(self.store.conn, self.store.path) as conn:
+            return action(conn)
+
+    @contextmanager
+    def _recorded(self, *, pulled: bool) -> Iterator[None]:
+        """Record the outcome of one operation in ``engine_status`` (one transaction)."""
+        pk = self.connection.binding_pk
+        try:
+            yield
+        except StopRequested:
+            raise
+        except Exception as exc:
+            failure = classify(exc)
+            now = _now()
+            resync = exc if isinstance(exc, ResyncRequired) else None
+
+            def record(conn: Any) -> None:
+                if resync is not None:
+                    st.record_resync(conn, pk, resync.after, resync.min_available_seq, now)
+                st.record_failure(conn, pk, failure, now)
+
+            try:
+                self._write(record)
+            except Exception as secondary:  # keep the original failure visible
+                _log.error("could not record the failure: %s", secondary)
+            _log.warning("%s: %s", failure.code, failure.message)
+            raise
+        now = _now()
+
+        def success(conn: Any) -> None:
+            if pulled:
+                st.clear_resync(conn, pk)
+            st.record_success(conn, pk, now)
+
+        self._write(success)
+
+    # -- operations ---------------------------------------------------------------------
+
+    def push(self, limit: int = STEADY_PUSH_LIMIT) -> PushReport:
+        """Preflight, prepare at most ``limit`` candidates, POST, reconcile."""
+        with self._recorded(pulled=False):
+            return push_once(self._context(), limit)
+
+    def pull(self, page_limit: int = PULL_PAGE_LIMIT) -> PullReport:
+        """Pull and apply every page until the relay has nothing more."""
+        with self._recorded(pulled=True):
+            return pull_all(self._context(), page_limit)
+
+    def sync(
+        self, push_limit: int = STEADY_PUSH_LIMIT, page_limit: int = PULL_PAGE_LIMIT
+    ) -> SyncReport:
+        """Push, then pull. A refused push (policy, 507, oversized) does not
+        stop the pull — reads continue — but is still raised afterwards."""
+        with self._recorded(pulled=True):
+            ctx = self._context()
+            push_error: Exception | None = None
+            try:
+                pushed = push_once(ctx, push_limit)
+            except StopRequested:
+                raise
+            except Exception as exc:
+                if classify(exc).state not in _PULL_DESPITE_PUSH:
+                    raise
+                push_error = exc
+            pulled = pull_all(ctx, page_limit)
+            if push_error is not None:
+                raise push_error
+            return SyncReport(pushed, pulled)
+
+    def reprocess(self, page_limit: int = REPROCESS_PAGE_LIMIT) -> ReprocessReport:
+        """Re-evaluate every blocking envelope with today's keys and policy."""
+        with self._recorded(pulled=False):
+            return reprocess_all(self._context(), page_limit)
+
+    def status(self) -> EngineStatus:
+        """The operator's view, from one snapshot; no network."""
+        c = self.connection
+        with read_transaction(self.store.conn, self.store.path) as conn:
+            from syncengine.ops.status import sync_status
+
+            sync = sync_status(conn, c.key)
+            pending = st.pending_push_count(conn, sync.binding) if sync.binding else 0
+            return EngineStatus(
+                connection=c,
+                history=st.load_security_history(conn, c.binding_pk),
+                sync=sync,
+                pending_push=pending,
+                engine=st.load_status(conn, c.binding_pk),
+                lock_path=self.lock().path,
+            )
+
+    def set_security_mode(self, mode: SecurityMode) -> SecurityEntry:
+        """Append ``mode`` at a fresh snapshot's ``next_sequence_boundary``
+        (v1.md: prospective; earlier messages keep their earlier policy)."""
+        caps = self.client.capabilities()
+        pk = self.connection.binding_pk
+
+        def append(conn: Any) -> SecurityEntry:
+            history = st.load_security_history(conn, pk).appended(mode, caps.next_sequence_boundary)
+            st.append_security_entry(conn, pk, history.current, _now())
+            return history.current
+
+        return self._write(append)
+
+    def set_identity(self, identity_file: str | os.PathLike[str]) -> None:
+        """Install the identity for the configured age-v1 epoch (by path).
+
+        The file is read once now to prove it holds the one identity whose
+        recipient is in the epoch manifest; only then is its path stored.
+        Run :meth:`reprocess` afterwards to import ``pending_key`` messages.
+        """
+        c = self.connection
+        if c.age_key_id is None:
+            raise ConfigurationError(
+                "this team has no age-v1 epoch configured; an identity has nothing to open"
+            )
+        path = Path(identity_file).absolute()
+        identity = _read_identity(c, path)
+        self._write(lambda conn: st.set_identity_path(conn, c.binding_pk, str(path)))
+        self.connection = _replace_identity(c, str(path))
+        self._identity, self._identity_loaded = identity, True
+
+
+def _replace_identity(c: st.ConnectionRecord, path: str) -> st.ConnectionRecord:
+    from dataclasses import replace
+
+    return replace(c, identity_path=path)
+
+
+def _read_identity(connection: st.ConnectionRecord, path: Path) -> object:
+    """Read and validate an identity file against the epoch manifest; errors
+    name the path and the rule, never a byte of the file."""
+    from wire.age_profile import EpochManifest, install_identity
+    from wire.errors import WireError
+
+    assert connection.age_key_id is not None
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot read identity file {path}: {exc.strerror}",
+            remediation="Restore the identity file or install another with "
+            "'syncengine security identity FILE'.",
+        ) from None
+    try:
+        manifest = EpochManifest.from_strings(connection.age_key_id, connection.age_recipients)
+        return install_identity(manifest, data)
+    except WireError as exc:
+        raise ConfigurationError(
+            f"identity file {path} is not usable for epoch {connection.age_key_id!r}: {exc.rule}",
+            remediation="Use the identity whose recipient is in the epoch's recipients file.",
+        ) from None

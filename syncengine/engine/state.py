@@ -1,0 +1,297 @@
+"""Durable engine state in the store (migration 4; specs/engine.md "Durable engine state").
+
+Every function here runs inside the caller's storage transaction, so each
+engine state transition — connecting, appending a security revision,
+recording a cycle's outcome, entering or leaving resync-required — is one
+transaction (STYLE: pure decision, one transaction at the edge).
+
+Nothing secret is stored: the bearer credential lives in its own 0600 file
+(:mod:`syncengine.http.credentials`); only its path and non-secret ID are
+here. The identity file is stored by path, never by content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from syncengine.engine.errors import AlreadyConnected, FailureRecord, NotConnected
+from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
+from syncengine.http.errors import EngineState
+from syncengine.ops.bindings import BindingKey, SyncBinding, open_binding
+from syncengine.store import teams
+from syncengine.store.errors import UnknownTeam
+
+__all__ = [
+    "ConnectionRecord",
+    "EngineStatusRow",
+    "append_security_entry",
+    "clear_resync",
+    "connection_for",
+    "insert_connection",
+    "list_connections",
+    "load_security_history",
+    "load_status",
+    "pending_push_count",
+    "record_failure",
+    "record_resync",
+    "record_success",
+    "set_identity_path",
+]
+
+#: The durable outcome states ``status`` shows: the client's engine states
+#: plus ``connected`` (never synced yet) and ``ok``.
+STATES: tuple[str, ...] = ("connected", "ok", *(state.value for state in EngineState))
+
+_SELECT = """
+    SELECT e.binding_pk, t.name, e.endpoint, b.server_instance_id, b.remote_team_id,
+           b.protocol_version, e.remote_team_name, e.credential_id, e.credential_path,
+           e.age_key_id, e.age_recipients, e.identity_path, e.connected_at
+    FROM engine_bindings AS e
+    JOIN sync_bindings AS b ON b.binding_pk = e.binding_pk
+    JOIN teams AS t ON t.team_pk = e.team_pk
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionRecord:
+    """The non-secret connection of one local team (``engine_bindings``)."""
+
+    binding_pk: int
+    local_team: str
+    endpoint: str
+    server_instance_id: str
+    remote_team_id: str
+    protocol_version: int
+    remote_team_name: str
+    credential_id: str
+    credential_path: str
+    age_key_id: str | None
+    age_recipients: tuple[str, ...]
+    identity_path: str | None
+    connected_at: str
+
+    @property
+    def key(self) -> BindingKey:
+        return BindingKey(
+            self.local_team, self.server_instance_id, self.remote_team_id, self.protocol_version
+        )
+
+    @property
+    def age_configured(self) -> bool:
+        return self.age_key_id is not None
+
+
+def _record(row: tuple[Any, ...]) -> ConnectionRecord:
+    recipients = tuple(row[10].split("\n")) if row[10] else ()
+    return ConnectionRecord(
+        binding_pk=row[0],
+        local_team=row[1],
+        endpoint=row[2],
+        server_instance_id=row[3],
+        remote_team_id=row[4],
+        protocol_version=row[5],
+        remote_team_name=row[6],
+        credential_id=row[7],
+        credential_path=row[8],
+        age_key_id=row[9],
+        age_recipients=recipients,
+        identity_path=row[11],
+        connected_at=row[12],
+    )
+
+
+def list_connections(conn: Any) -> list[ConnectionRecord]:
+    return [_record(row) for row in conn.execute(_SELECT + " ORDER BY t.name").fetchall()]
+
+
+def connection_for(conn: Any, local_team: str | None) -> ConnectionRecord:
+    """The connection of ``local_team``, or the only one when ``None``."""
+    if local_team is None:
+        found = list_connections(conn)
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise NotConnected("no team of this store is connected to a relay")
+        names = ", ".join(record.local_team for record in found)
+        raise NotConnected(
+            f"this store has several connected teams ({names}); choose one",
+            remediation="Pass --team TEAM.",
+        )
+    row = conn.execute(_SELECT + " WHERE t.name = ?", (local_team,)).fetchone()
+    if row is None:
+        raise NotConnected(f"team {local_team!r} is not connected to a relay")
+    return _record(row)
+
+
+def insert_connection(
+    conn: Any,
+    key: BindingKey,
+    *,
+    endpoint: str,
+    remote_team_name: str,
+    credential_id: str,
+    credential_path: str,
+    age_key_id: str | None,
+    age_recipients: tuple[str, ...],
+    identity_path: str | None,
+    mode: SecurityMode,
+    now: str,
+) -> SyncBinding:
+    """Create the local team if absent, the Stage-1 binding, the connection,
+    security revision 0 (from sequence 1) and the status row — together."""
+    try:
+        team_key = teams.team_pk(conn, key.local_team)
+    except UnknownTeam:
+        teams.create_team(conn, key.local_team, (), now)
+        team_key = teams.team_pk(conn, key.local_team)
+    taken = conn.execute("SELECT 1 FROM engine_bindings WHERE team_pk = ?", (team_key,)).fetchone()
+    if taken is not None:
+        raise AlreadyConnected(f"team {key.local_team!r} is already connected to a relay")
+    # A Stage-1 binding of this remote stream held by another local team is
+    # refused by open_binding (one remote stream replicates one local team).
+    binding = open_binding(conn, key, now)
+    conn.execute(
+        "INSERT INTO engine_bindings (binding_pk, team_pk, endpoint, remote_team_name,"
+        " credential_id, credential_path, age_key_id, age_recipients, identity_path,"
+        " connected_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            binding.pk,
+            team_key,
+            endpoint,
+            remote_team_name,
+            credential_id,
+            credential_path,
+            age_key_id,
+            "\n".join(age_recipients) if age_key_id is not None else None,
+            identity_path,
+            now,
+        ),
+    )
+    conn.execute(
+        "INSERT INTO engine_security_history (binding_pk, revision, effective_from_seq,"
+        " minimum_security_mode, recorded_at) VALUES (?, 0, 1, ?, ?)",
+        (binding.pk, mode.value, now),
+    )
+    conn.execute(
+        "INSERT INTO engine_status (binding_pk, state) VALUES (?, 'connected')", (binding.pk,)
+    )
+    return binding
+
+
+def load_security_history(conn: Any, binding_pk: int) -> SecurityHistory:
+    rows = conn.execute(
+        "SELECT revision, effective_from_seq, minimum_security_mode"
+        " FROM engine_security_history WHERE binding_pk = ? ORDER BY revision",
+        (binding_pk,),
+    ).fetchall()
+    return SecurityHistory(tuple(SecurityEntry(r[0], r[1], SecurityMode(r[2])) for r in rows))
+
+
+def append_security_entry(conn: Any, binding_pk: int, entry: SecurityEntry, now: str) -> None:
+    """Append one revision (the primary key refuses a concurrent duplicate)."""
+    conn.execute(
+        "INSERT INTO engine_security_history (binding_pk, revision, effective_from_seq,"
+        " minimum_security_mode, recorded_at) VALUES (?, ?, ?, ?, ?)",
+        (binding_pk, entry.revision, entry.effective_from_seq, entry.mode.value, now),
+    )
+
+
+def set_identity_path(conn: Any, binding_pk: int, path: str) -> None:
+    conn.execute(
+        "UPDATE engine_bindings SET identity_path = ? WHERE binding_pk = ?", (path, binding_pk)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStatusRow:
+    state: str
+    last_success_at: str | None
+    last_failure_at: str | None
+    failures_since_success: int
+    last_error_code: str | None
+    last_error_class: str | None
+    last_error_http_status: int | None
+    last_error_message: str | None
+    last_error_remediation: str | None
+    resync_after: int | None
+    resync_min_available_seq: int | None
+    resync_recorded_at: str | None
+
+    @property
+    def resync_required(self) -> bool:
+        return self.resync_after is not None
+
+
+def load_status(conn: Any, binding_pk: int) -> EngineStatusRow:
+    row = conn.execute(
+        "SELECT state, last_success_at, last_failure_at, failures_since_success,"
+        " last_error_code, last_error_class, last_error_http_status, last_error_message,"
+        " last_error_remediation, resync_after, resync_min_available_seq, resync_recorded_at"
+        " FROM engine_status WHERE binding_pk = ?",
+        (binding_pk,),
+    ).fetchone()
+    return EngineStatusRow(*row)
+
+
+def record_success(conn: Any, binding_pk: int, now: str) -> None:
+    """A completed cycle: ``ok`` unless a durable resync marker still stands."""
+    conn.execute(
+        "UPDATE engine_status SET state = CASE WHEN resync_after IS NULL THEN 'ok'"
+        " ELSE 'resync-required' END, last_success_at = ?, failures_since_success = 0"
+        " WHERE binding_pk = ?",
+        (now, binding_pk),
+    )
+
+
+def record_failure(conn: Any, binding_pk: int, failure: FailureRecord, now: str) -> None:
+    conn.execute(
+        "UPDATE engine_status SET state = ?, last_failure_at = ?,"
+        " failures_since_success = failures_since_success + 1, last_error_code = ?,"
+        " last_error_class = ?, last_error_http_status = ?, last_error_message = ?,"
+        " last_error_remediation = ? WHERE binding_pk = ?",
+        (
+            failure.state.value,
+            now,
+            failure.code,
+            failure.error_class,
+            failure.http_status,
+            failure.message,
+            failure.remediation,
+            binding_pk,
+        ),
+    )
+
+
+def record_resync(conn: Any, binding_pk: int, after: int, floor: int, now: str) -> None:
+    """The 410 marker: durable, visible, and never cleared by a restart."""
+    conn.execute(
+        "UPDATE engine_status SET state = 'resync-required', resync_after = ?,"
+        " resync_min_available_seq = ?, resync_recorded_at = ? WHERE binding_pk = ?",
+        (after, floor, now, binding_pk),
+    )
+
+
+def clear_resync(conn: Any, binding_pk: int) -> bool:
+    """A page was served from our cursor again (an operator resync moved it)."""
+    conn.execute(
+        "UPDATE engine_status SET resync_after = NULL, resync_min_available_seq = NULL,"
+        " resync_recorded_at = NULL WHERE binding_pk = ? AND resync_after IS NOT NULL",
+        (binding_pk,),
+    )
+    return bool(conn.changes())
+
+
+def pending_push_count(conn: Any, binding: SyncBinding) -> int:
+    """Local-origin messages of the team not yet acknowledged by the relay."""
+    after_cursor = conn.execute(
+        "SELECT count(*) FROM messages INDEXED BY messages_local_by_team"
+        " WHERE team_pk = ? AND origin = 'local' AND seq > ?",
+        (binding.team_pk, binding.push_cursor),
+    ).fetchone()[0]
+    acked_above = conn.execute(
+        "SELECT count(*) FROM sync_push WHERE binding_pk = ? AND state = 'acked'"
+        " AND local_position > ?",
+        (binding.pk, binding.push_cursor),
+    ).fetchone()[0]
+    return int(after_cursor - acked_above)
