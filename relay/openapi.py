@@ -3,7 +3,9 @@
 Written by hand from server/spec/v1.md so that it documents the protocol,
 not an implementation accident; ``tests/relay/test_openapi.py`` keeps it true
 by validating live responses against these schemas and by checking that the
-documented routes are exactly the served ones. Response schemas are closed
+documented routes are exactly the served ones, and
+``tests/relay/test_openapi_schemathesis.py`` fuzzes every operation of a live
+relay against it. Response schemas are closed
 (``additionalProperties: false``) for the same reason: the test then fails
 when the relay grows a field the document does not mention.
 """
@@ -18,7 +20,9 @@ from relay.limits import (
     MAX_READ_EXACT_IDS,
     MAX_READ_PAGE_LIMIT,
     MAX_READ_UPDATE_MEMBERS,
+    MAX_SECRET_CHARS,
 )
+from wire.limits import MAX_KEY_ID_BYTES
 
 __all__ = ["OPENAPI_PATH", "document"]
 
@@ -38,6 +42,15 @@ _TIMESTAMP = {
     "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6}Z$",
 }
 _CIPHER = {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,63}$"}
+# Canonical decimal 1..MAX_PAGE_LIMIT (wire.http_v1.messages); test_openapi pins the bound.
+_PAGE_LIMIT = "^([1-9][0-9]{0,2}|1000)$"
+# RFC 6750 b64token, as wire.http_v1.headers.check_opaque_secret accepts it.
+_SECRET = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_SECRET_CHARS,
+    "pattern": "^[A-Za-z0-9._~+/-]+=*$",
+}
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -68,12 +81,29 @@ _POLICY = {
     "write_allowed_ciphers": {"type": "array", "items": _CIPHER},
 }
 
+# Canonical padded base64 (wire.envelope.decode_blob): whole quanta, and the unused
+# bits of a padded final quantum are zero.
+_BLOB = (
+    "^(?:[A-Za-z0-9+/]{4})*"
+    "(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)$"
+)
+
 _ENVELOPE = _closed(
     {
-        "v": {"type": "integer", "minimum": 0},
+        "v": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
         "cipher": _CIPHER,
-        "key_id": {"type": ["string", "null"]},
-        "blob": {"type": "string", "pattern": "^[A-Za-z0-9+/]+={0,2}$"},
+        "key_id": {
+            "oneOf": [
+                {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_KEY_ID_BYTES,
+                    "pattern": "^[^\\x00-\\x1f\\x7f]+$",
+                },
+                {"type": "null"},
+            ]
+        },
+        "blob": {"type": "string", "pattern": _BLOB},
     }
 )
 
@@ -208,6 +238,7 @@ _SCHEMAS: dict[str, Any] = {
                         "exact_wire_ids": {
                             "type": "array",
                             "maxItems": MAX_READ_EXACT_IDS,
+                            "uniqueItems": True,
                             "items": _UUID4,
                         },
                     }
@@ -239,7 +270,7 @@ _SCHEMAS: dict[str, Any] = {
             "has_more": {"type": "boolean"},
         }
     ),
-    "PairingRequest": _closed({"token": {"type": "string", "minLength": 1}}),
+    "PairingRequest": _closed({"token": _SECRET}),
     "PairingResponse": _closed(
         {
             "protocol_version": {"const": 1},
@@ -247,7 +278,7 @@ _SCHEMAS: dict[str, Any] = {
             "remote_team_id": _UUID7,
             "remote_team_name": {"type": "string"},
             "credential_id": _UUID7,
-            "credential": {"type": "string", "minLength": 1},
+            "credential": _SECRET,
             "capabilities": _ref("Capabilities"),
         }
     ),
@@ -330,7 +361,7 @@ def document() -> dict[str, Any]:
                             "name": "limit",
                             "in": "query",
                             "required": False,
-                            "schema": {"type": "string", "pattern": "^[1-9][0-9]{0,3}$"},
+                            "schema": {"type": "string", "pattern": _PAGE_LIMIT},
                         },
                     ],
                     "security": _BEARER,

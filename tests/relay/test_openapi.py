@@ -7,6 +7,7 @@ from typing import Any
 
 from starlette.routing import Route
 
+from relay.limits import MAX_PAGE_LIMIT
 from relay.openapi import OPENAPI_PATH, document
 from tests.relay.conftest import Device, Relay
 from tests.relay.helpers import batch, envelope, issue_token, message
@@ -41,6 +42,35 @@ def test_schema_checker_rejects_an_undocumented_field() -> None:
     assert check({"status": "ok"}, {"$ref": "#/components/schemas/Health"}, DOC)
     bad = {"status": "ok", "protocol": {"supported_versions": [1]}, "database": "ok", "x": 1}
     assert check(bad, {"$ref": "#/components/schemas/Health"}, DOC)
+
+
+def test_request_schemas_refuse_what_the_relay_always_refuses() -> None:
+    """Regression (schemathesis): the document accepted non-canonical blobs, envelope
+    versions past u32, empty or control-character key ids, non-b64token pairing tokens
+    and page limits past MAX_PAGE_LIMIT, all of which the relay rejects with 400."""
+    schemas = DOC["components"]["schemas"]
+    good = envelope()
+    assert check(good, schemas["Envelope"], DOC) == []
+    for size in range(1, 7):
+        assert check(envelope(size=size), schemas["Envelope"], DOC) == [], size
+    bad_members = [
+        {"blob": "QR=="},
+        {"blob": "QUJ="[:3]},
+        {"blob": "QUJDRA"},
+        {"v": 2**32},
+        {"key_id": ""},
+        {"key_id": "a\nb"},
+    ]
+    for bad in bad_members:
+        assert check({**good, **bad}, schemas["Envelope"], DOC), bad
+    assert check({"token": "agmsg_pair_A-z.9~+/=="}, schemas["PairingRequest"], DOC) == []
+    assert check({"token": "not a token"}, schemas["PairingRequest"], DOC)
+    params = DOC["paths"]["/v1/messages"]["get"]["parameters"]
+    limit = next(p["schema"] for p in params if p["name"] == "limit")
+    assert check(str(MAX_PAGE_LIMIT), limit, DOC) == []
+    assert check(str(MAX_PAGE_LIMIT + 1), limit, DOC)
+    update = schemas["ReadStateRequest"]["properties"]["updates"]["items"]
+    assert update["properties"]["exact_wire_ids"]["uniqueItems"] is True
 
 
 def test_in_process_responses_match_the_document(relay: Relay, device: Device) -> None:
