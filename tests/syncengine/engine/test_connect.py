@@ -1,0 +1,184 @@
+"""Connecting a store: validated first, persisted all-or-nothing, secrets kept off
+argv, out of the store and out of error text (specs/engine.md "Connecting a store")."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from syncengine.engine import (
+    AlreadyConnected,
+    ConfigurationError,
+    ConnectFailed,
+    Engine,
+    NotConnected,
+    TokenSourceRefused,
+    read_token,
+)
+from syncengine.engine import state as engine_state
+from syncengine.engine.connect import default_credential_path
+from syncengine.http.credentials import CredentialStoreError
+from syncengine.http.errors import PairingTokenRejected
+from syncengine.store import Store
+from tests.syncengine.engine.conftest import connect_fake
+from tests.syncengine.engine.fakerelay import SECRET, TOKEN, FakeRelay
+
+
+def _tables(store: Path) -> dict[str, int]:
+    with Store(store) as s:
+        return {
+            t: s.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in (
+                "engine_bindings",
+                "engine_security_history",
+                "engine_status",
+                "sync_bindings",
+            )
+        }
+
+
+def test_connect_persists_binding_security_revision_zero_and_a_private_credential(
+    tmp_path: Path, relay: FakeRelay
+) -> None:
+    store = tmp_path / "store.db"
+    connect_fake(relay, store, mode="plaintext-allowed")
+    credential = default_credential_path(store, "crew")
+    assert stat.S_IMODE(credential.stat().st_mode) == 0o600
+    with Engine(store) as engine:
+        status = engine.status().to_obj()
+    assert status["remote_team_id"] == relay.team_id
+    assert status["server_instance_id"] == relay.server_instance_id
+    assert status["security"]["history"] == [
+        {
+            "local_security_revision": "0",
+            "effective_from_seq": "1",
+            "minimum_security_mode": "plaintext-allowed",
+        }
+    ]
+    assert status["state"] == "connected" and status["last_success_at"] is None
+    assert SECRET.encode() not in store.read_bytes()
+    assert TOKEN.encode() not in store.read_bytes()
+
+
+def test_a_store_failure_removes_the_credential_file_and_revokes_it(
+    tmp_path: Path, relay: FakeRelay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "store.db"
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(engine_state, "insert_connection", broken)
+    with pytest.raises(ConnectFailed, match="revoked") as caught:
+        connect_fake(relay, store)
+    assert SECRET not in str(caught.value)
+    assert not default_credential_path(store, "crew").exists()
+    assert relay.revoked
+    assert _tables(store)["engine_bindings"] == 0
+    with pytest.raises(NotConnected):
+        Engine(store)
+
+
+def test_a_credential_write_failure_leaves_no_binding(
+    tmp_path: Path, relay: FakeRelay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import syncengine.engine.connect as connect_module
+
+    store = tmp_path / "store.db"
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise CredentialStoreError("cannot create credential file (Permission denied)")
+
+    monkeypatch.setattr(connect_module, "save_credential", refuse)
+    with pytest.raises(CredentialStoreError):
+        connect_fake(relay, store)
+    assert _tables(store) == {
+        "engine_bindings": 0,
+        "engine_security_history": 0,
+        "engine_status": 0,
+        "sync_bindings": 0,
+    }
+
+
+def test_a_rejected_token_leaves_nothing_behind(tmp_path: Path, relay: FakeRelay) -> None:
+    from syncengine.engine import connect_store
+    from syncengine.http.credentials import Secret
+    from tests.syncengine.engine.conftest import FAST
+
+    store = tmp_path / "store.db"
+    with pytest.raises(PairingTokenRejected):
+        connect_store(
+            store,
+            endpoint="http://127.0.0.1:9",
+            token=Secret("wrong-token"),
+            team="crew",
+            mode="plaintext-allowed",
+            transport=relay.transport(),
+            client_config=FAST,
+        )
+    assert not default_credential_path(store, "crew").exists()
+    assert _tables(store)["engine_bindings"] == 0
+
+
+def test_a_connected_team_cannot_be_connected_again(tmp_path: Path, relay: FakeRelay) -> None:
+    store = tmp_path / "store.db"
+    connect_fake(relay, store)
+    requests = len(relay.requests)
+    with pytest.raises(AlreadyConnected):
+        connect_fake(relay, store)
+    assert len(relay.requests) == requests  # refused before the token was spent
+
+
+def test_e2ee_required_without_an_epoch_is_refused_before_pairing(
+    tmp_path: Path, relay: FakeRelay
+) -> None:
+    with pytest.raises(ConfigurationError, match="age-v1"):
+        connect_fake(relay, tmp_path / "store.db", mode="e2ee-required")
+    assert relay.requests == []
+
+
+def test_an_identity_outside_the_epoch_manifest_is_refused_before_pairing(
+    tmp_path: Path, relay: FakeRelay
+) -> None:
+    from wire.age_keys import X25519Identity
+
+    mine, other = X25519Identity.generate(), X25519Identity.generate()
+    recipients = tmp_path / "recipients.txt"
+    recipients.write_text(mine.recipient.to_string() + "\n")
+    identity = tmp_path / "other.key"
+    identity.write_text(other.to_secret_string() + "\n")
+    with pytest.raises(ConfigurationError) as caught:
+        connect_fake(
+            relay,
+            tmp_path / "store.db",
+            key_id="epoch-1",
+            recipients_file=str(recipients),
+            identity_file=str(identity),
+        )
+    assert other.to_secret_string() not in str(caught.value)
+    assert relay.requests == []
+
+
+def test_a_literal_token_is_refused_with_the_reason_and_the_remedy() -> None:
+    with pytest.raises(TokenSourceRefused) as caught:
+        read_token("agmsg_pair_literal", io.BytesIO())
+    assert "argv" in str(caught.value) and "agmsg_pair_literal" not in str(caught.value)
+    assert "--token -" in caught.value.remediation
+
+
+def test_token_is_read_from_stdin_or_from_a_file(tmp_path: Path) -> None:
+    assert read_token("-", io.BytesIO(b"tok-en_1\n")).reveal() == "tok-en_1"
+    path = tmp_path / "token"
+    path.write_bytes(b"tok-en_2\r\n")
+    os.chmod(path, 0o600)
+    assert read_token(f"@{path}", io.BytesIO()).reveal() == "tok-en_2"
+
+
+def test_a_malformed_token_is_refused_without_echoing_it() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        read_token("-", io.BytesIO(b"has space secretvalue\n"))
+    assert "secretvalue" not in str(caught.value)

@@ -1,0 +1,211 @@
+"""The cycle against the in-process fake relay: push batching and splitting,
+the write-set preflight, per-page pull, policy evaluation, resync-required."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from syncengine.engine import Engine, PushOversized
+from syncengine.http.errors import InvalidRequest, ResyncRequired, UnsupportedCipher
+from syncengine.ids import new_uuid4
+from syncengine.store import Store
+from tests.syncengine.engine.fakerelay import FakeRelay
+from wire.message import Message
+from wire.profiles import seal
+
+MakeEngine = Callable[..., Engine]
+
+
+def send(engine: Engine, count: int, body: str = "hello") -> None:
+    with Store(engine.store.path) as store:
+        for i in range(count):
+            store.send("crew", "alice", "bob", f"{body} {i}")
+
+
+def plaintext(body: str, at: str = "2026-07-20T06:30:00.000000Z") -> object:
+    return seal(Message(body, at, "bob", "alice"), "none")
+
+
+def test_push_posts_every_pending_message_once_and_reconciles(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    send(engine, 5)
+    report = engine.push()
+    assert (report.candidates, report.stored, report.duplicate) == (5, 5, 0)
+    assert report.push_cursor == 5 and relay.current_seq == 5
+    assert engine.status().pending_push == 0
+    again = engine.push()
+    assert again.candidates == 0 and relay.posted_batches == [5]
+
+
+def test_push_halves_a_batch_the_relay_answers_413_keeping_ids_and_envelopes(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    send(engine, 8, body="x" * 300)
+    relay.max_request_bytes = 1500  # about three such messages per request
+    report = engine.push()
+    assert report.stored == 8 and report.splits >= 2
+    assert max(relay.posted_batches) <= 3 and sum(relay.posted_batches) == 8
+    assert report.push_cursor == 8
+
+
+def test_a_message_too_large_even_alone_is_push_oversized(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    send(engine, 1, body="y" * 2000)
+    relay.max_request_bytes = 1000
+    with pytest.raises(PushOversized):
+        engine.push()
+    assert engine.status().engine.last_error_code == "push-oversized"
+
+
+def test_acks_received_before_a_later_batch_fails_are_recorded_first(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    send(engine, 4)
+    # The whole batch gets 413; its first half is stored, its second refused.
+    relay.inject("POST", "/v1/messages", lambda: relay.error(413, "request-too-large"))
+    original = relay.post
+    calls = {"n": 0}
+
+    def post_then_refuse(request: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            return relay.error(422, "unsupported-cipher", _unsupported_details())
+        return original(request)  # type: ignore[arg-type]
+
+    relay.post = post_then_refuse  # type: ignore[method-assign]
+    with pytest.raises(UnsupportedCipher):
+        engine.push()
+    status = engine.status()
+    assert status.sync.binding is not None and status.sync.binding.push_cursor == 2
+    assert status.sync.reservations == {"acked": 2, "reserved": 2}
+
+
+def _unsupported_details() -> dict[str, object]:
+    return {
+        "id": new_uuid4(),
+        "v": 1,
+        "cipher": "none",
+        "write_allowed_ciphers": ["none"],
+        "accepted_envelope_versions": [1],
+        "policy_revision": "0",
+    }
+
+
+def test_empty_write_set_mints_nothing_and_pull_continues(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    relay.set_policy("age-v1")  # this device has no age-v1 epoch
+    relay.add_foreign(plaintext("old"), new_uuid4())  # type: ignore[arg-type]
+    send(engine, 2)
+    report = engine.sync()
+    assert not report.push.allow_new and report.push.candidates == 0
+    assert "age-v1" in (report.push.blocked_reason or "")
+    assert relay.posted_batches == []
+    assert report.pull.received == 1
+    assert engine.status().pending_push == 2
+
+
+def test_pull_applies_each_page_before_fetching_the_next(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    for i in range(25):
+        relay.add_foreign(plaintext(f"m{i}"), new_uuid4())  # type: ignore[arg-type]
+    report = engine.pull(page_limit=10)
+    afters = [
+        url.split("after=")[1].split("&")[0]
+        for method, url, _ in relay.requests
+        if method == "GET" and "/v1/messages" in url
+    ]
+    assert afters == ["0", "10", "20"]
+    assert report.pages == 3 and report.received == 25
+    assert report.outcomes == {"imported": 25}
+    with Store(engine.store.path) as store:
+        assert len(store.list_unread("crew", "alice")) == 25
+
+
+def test_plaintext_after_a_server_policy_boundary_is_a_policy_violation(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    relay.add_foreign(plaintext("before"), new_uuid4())  # type: ignore[arg-type]
+    relay.set_policy("age-v1")
+    relay.add_foreign(plaintext("after"), new_uuid4())  # type: ignore[arg-type]
+    report = engine.pull()
+    assert report.outcomes == {"imported": 1, "policy_violation": 1}
+    with Store(engine.store.path) as store:
+        assert [m.body for m in store.list_unread("crew", "alice")] == ["before"]
+
+
+def test_pull_refreshes_capabilities_when_a_page_passes_the_snapshot(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    original = relay.capabilities
+
+    def stale_then_fresh() -> object:
+        # The first snapshot predates the policy change and the new message.
+        relay.capabilities = original  # type: ignore[method-assign]
+        relay.messages, saved = relay.messages[:1], relay.messages
+        relay.history, saved_history = relay.history[:1], relay.history
+        caps = original()
+        relay.messages, relay.history = saved, saved_history
+        return caps
+
+    relay.add_foreign(plaintext("before"), new_uuid4())  # type: ignore[arg-type]
+    relay.set_policy("age-v1")
+    relay.add_foreign(plaintext("after"), new_uuid4())  # type: ignore[arg-type]
+    relay.capabilities = stale_then_fresh  # type: ignore[method-assign]
+    report = engine.pull()
+    assert report.capability_refreshes == 1
+    assert report.outcomes == {"imported": 1, "policy_violation": 1}
+
+
+def test_resync_required_is_durable_visible_and_never_moves_the_cursor(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    for i in range(6):
+        relay.add_foreign(plaintext(f"m{i}"), new_uuid4())  # type: ignore[arg-type]
+    relay.retain_through(4)
+    with pytest.raises(ResyncRequired):
+        engine.pull()
+    path = engine.store.path
+    engine.close()
+    # A new process sees the marker; the cursor stayed where it was.
+    reopened = Engine(path, transport=relay.transport())
+    status = reopened.status()
+    assert status.resync_required and status.engine.state == "resync-required"
+    assert (status.engine.resync_after, status.engine.resync_min_available_seq) == (0, 4)
+    assert status.sync.binding is not None and status.sync.binding.transport_cursor == 0
+    obj = status.to_obj()
+    assert obj["resync_required"]["min_available_seq"] == "4"
+    # A push still succeeds but does not clear the marker.
+    reopened.push()
+    assert reopened.status().engine.state == "resync-required"
+    reopened.close()
+
+
+def test_failure_is_recorded_with_its_remedy_and_cleared_by_success(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    relay.inject("GET", "/v1/capabilities", lambda: relay.error(400, "invalid-request"))
+    with pytest.raises(InvalidRequest):
+        engine.push()
+    failed = engine.status().engine
+    assert failed.state == "refused" and failed.last_error_code == "invalid-request"
+    assert failed.last_error_remediation and failed.failures_since_success == 1
+    engine.sync()
+    healed = engine.status().engine
+    assert healed.state == "ok" and healed.failures_since_success == 0
+    assert healed.last_success_at is not None
