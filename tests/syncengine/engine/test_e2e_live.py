@@ -1,0 +1,251 @@
+"""End to end: real relay process on 127.0.0.1, stores driven by the CLI and
+the Engine API. Each test provisions its own team on one shared relay so the
+whole module pays for one relay start-up."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncengine.engine import Engine
+from syncengine.store import Store
+from tests.relay.live import LiveRelay, cli, issue_token, provision, running_relay
+from wire.age_keys import X25519Identity
+
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
+    db = tmp_path_factory.mktemp("relay") / "relay.db"
+    with running_relay(db, "--no-access-log") as relay:
+        yield relay
+
+
+def syncengine(
+    *args: str, store: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "syncengine", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SYNCENGINE_STORE": str(store)},
+        check=False,
+    )
+
+
+@dataclass
+class Machine:
+    name: str
+    store: Path
+
+    def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return syncengine(*args, store=self.store, stdin=stdin)
+
+    def engine(self) -> Engine:
+        return Engine(self.store)
+
+    def send(self, sender: str, recipient: str, *bodies: str) -> None:
+        with Store(self.store) as store:
+            for body in bodies:
+                store.send("crew", sender, recipient, body)
+
+    def bodies(self) -> list[str]:
+        with Store(self.store) as store:
+            return sorted(m.body for m in store.history("crew"))
+
+    def sync(self) -> Any:
+        with self.engine() as engine:
+            return engine.sync()
+
+
+class Team:
+    def __init__(self, live: LiveRelay, tmp: Path) -> None:
+        self.live, self.tmp = live, tmp
+        self.doc = provision(live.db, tmp, ("alice", "bob", "carol"))
+        self.id: str = self.doc["team_id"]
+
+    def machine(self, name: str, *options: str, mode: str = "plaintext-allowed") -> Machine:
+        directory = self.tmp / name
+        directory.mkdir()
+        machine = Machine(name, directory / "store.db")
+        token = issue_token(self.live.db, self.id)
+        result = machine.cli(
+            "connect", "--endpoint", self.live.base_url, "--token", "-",
+            "--team", "crew", "--security", mode, "--json", *options,
+            stdin=token + "\n",
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert token not in result.stdout + result.stderr
+        with Store(machine.store) as store:
+            store.add_members("crew", ["alice", "bob", "carol"])
+        return machine
+
+    def relay(self, *args: str) -> None:
+        result = cli(self.live.db, *args)
+        assert result.returncode == 0, result.stderr
+
+
+def age_epoch(tmp: Path, *names: str) -> tuple[Path, dict[str, Path]]:
+    identities = {name: X25519Identity.generate() for name in names}
+    recipients = tmp / "epoch-1.recipients"
+    recipients.write_text("".join(i.recipient.to_string() + "\n" for i in identities.values()))
+    keys = {}
+    for name, identity in identities.items():
+        keys[name] = tmp / f"{name}.key"
+        keys[name].write_text(identity.to_secret_string() + "\n")
+        keys[name].chmod(0o600)
+    return recipients, keys
+
+
+def test_plaintext_messages_converge_exactly_once_both_ways_and_resync_is_idempotent(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    team = Team(live, tmp_path)
+    a, b = team.machine("a"), team.machine("b")
+    a.send("alice", "bob", "a1", "a2", "a3")
+    b.send("bob", "alice", "b1", "b2")
+    first = [a.sync(), b.sync(), a.sync()]
+    assert first[0].push.stored == 3 and first[1].push.stored == 2
+    expected = ["a1", "a2", "a3", "b1", "b2"]
+    assert a.bodies() == expected and b.bodies() == expected
+    again = [a.sync(), b.sync()]
+    assert all(r.push.candidates == 0 and r.pull.received == 0 for r in again)
+    assert a.bodies() == expected and b.bodies() == expected
+    inbox = b.cli("inbox", "crew", "bob", "--json", "--mark-read")
+    assert [json.loads(line)["body"] for line in inbox.stdout.splitlines()] == ["a1", "a2", "a3"]
+    assert b.cli("inbox", "crew", "bob").stdout == ""
+
+
+def test_age_v1_messages_converge_with_each_machine_its_own_identity(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    team = Team(live, tmp_path)
+    recipients, keys = age_epoch(tmp_path, "a", "b")
+    epoch = ("--key-id", "epoch-1", "--recipients-file", str(recipients))
+    a = team.machine("a", *epoch, "--identity", str(keys["a"]), mode="e2ee-required")
+    b = team.machine("b", *epoch, "--identity", str(keys["b"]), mode="e2ee-required")
+    a.send("alice", "bob", "sealed from a")
+    b.send("bob", "alice", "sealed from b")
+    reports = [a.sync(), b.sync(), a.sync()]
+    assert reports[0].push.cipher == "age-v1" and reports[1].push.cipher == "age-v1"
+    assert reports[1].pull.outcomes == {"imported": 1, "reconciled": 1}
+    assert a.bodies() == b.bodies() == ["sealed from a", "sealed from b"]
+    status = json.loads(a.cli("status", "--json").stdout)
+    assert status["quarantine"] == {"imported": 1, "reconciled": 1}
+    assert status["security"]["age_v1"]["key_id"] == "epoch-1"
+
+
+def test_unopenable_envelope_is_pending_key_then_imports_after_reprocess(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    team = Team(live, tmp_path)
+    recipients, keys = age_epoch(tmp_path, "a", "b")
+    epoch = ("--key-id", "epoch-1", "--recipients-file", str(recipients))
+    a = team.machine("a", *epoch, "--identity", str(keys["a"]))
+    b = team.machine("b", *epoch)  # no identity installed
+    c = team.machine("c")  # a plaintext writer
+    a.send("alice", "bob", "needs a key")
+    a.sync()
+    c.send("carol", "bob", "plain later")
+    c.sync()
+    pulled = b.sync().pull
+    assert pulled.outcomes == {"imported": 1, "pending_key": 1}
+    assert b.bodies() == ["plain later"]
+    assert b.cli("security", "identity", str(keys["b"])).returncode == 0
+    result = b.cli("reprocess", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["reprocess"]["outcomes"] == {"imported": 1}
+    assert b.bodies() == ["needs a key", "plain later"]
+    assert b.sync().pull.received == 0  # nothing arrives twice
+
+
+def test_policy_changes_make_later_plaintext_a_violation_and_stop_plaintext_writes(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    team = Team(live, tmp_path)
+    a, b = team.machine("a"), team.machine("b")
+    a.send("alice", "bob", "before")
+    a.sync()
+    changed = b.cli("security", "set", "e2ee-required", "--json")
+    assert changed.returncode == 0, changed.stderr
+    assert json.loads(changed.stdout)["effective_from_seq"] == "2"
+    a.send("alice", "bob", "after")
+    a.sync()
+    pulled = b.sync()
+    assert pulled.pull.outcomes == {"imported": 1, "policy_violation": 1}
+    assert not pulled.push.allow_new  # e2ee-required without an epoch writes nothing
+    assert b.bodies() == ["before"]
+
+    team.relay("policy", "set", "--team", team.id, "--allow", "age-v1")
+    a.send("alice", "bob", "refused by policy")
+    report = a.sync()
+    assert not report.push.allow_new and report.push.candidates == 0
+    assert "age-v1" in (report.push.blocked_reason or "")
+    status = json.loads(a.cli("status", "--json").stdout)
+    assert status["pending_push"] == 1 and status["state"] == "ok"
+
+
+def test_resync_required_is_durable_and_visible_in_status(live: LiveRelay, tmp_path: Path) -> None:
+    team = Team(live, tmp_path)
+    a, b = team.machine("a"), team.machine("b")
+    a.send("alice", "bob", "m1", "m2", "m3", "m4")
+    a.sync()
+    team.relay("retain", "--team", team.id, "--through", "3")
+    for _ in range(2):  # the state survives a new process, and repeats
+        pulled = b.cli("pull", "--json")
+        assert pulled.returncode == 5, pulled.stderr
+        assert json.loads(pulled.stdout)["error"]["code"] == "resync-required"
+    status = b.cli("status", "--json")
+    obj = json.loads(status.stdout)
+    assert obj["state"] == "resync-required"
+    assert obj["resync_required"]["after"] == "0"
+    assert obj["resync_required"]["min_available_seq"] == "3"
+    assert obj["cursors"]["transport"] == "0"
+    assert "RESYNC REQUIRED" in b.cli("status").stdout
+
+
+def test_run_loop_stops_on_sigterm_and_refuses_a_second_engine(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    team = Team(live, tmp_path)
+    a, b = team.machine("a"), team.machine("b")
+    a.send("alice", "bob", "while running")
+    a.sync()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "syncengine", "run", "--json", "--interval", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SYNCENGINE_STORE": str(b.store)},
+    )
+    try:
+        assert process.stdout is not None
+        events = [json.loads(process.stdout.readline()) for _ in range(2)]
+        assert events[0]["event"] == "started"
+        assert events[1]["event"] == "cycle" and events[1]["ok"]
+        assert events[1]["pull"]["received"] == 1
+        second = b.cli("sync")
+        assert second.returncode == 8 and "another engine" in second.stderr
+        assert json.loads(b.cli("status", "--json").stdout)["engine_running"] is True
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+        assert time.monotonic() - started < 10
+        assert json.loads(process.stdout.read().splitlines()[-1]) == {"event": "stopped"}
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert b.cli("sync").returncode == 0  # the lock went with the process
