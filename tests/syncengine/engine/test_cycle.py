@@ -209,3 +209,24 @@ def test_failure_is_recorded_with_its_remedy_and_cleared_by_success(
     healed = engine.status().engine
     assert healed.state == "ok" and healed.failures_since_success == 0
     assert healed.last_success_at is not None
+
+
+def test_bearer_credential_never_reaches_logs_status_or_the_store(
+    make_engine: MakeEngine, relay: FakeRelay, caplog: pytest.LogCaptureFixture
+) -> None:
+    import json
+    import logging
+
+    from tests.syncengine.engine.fakerelay import SECRET
+
+    caplog.set_level(logging.DEBUG)
+    engine = make_engine()
+    send(engine, 2)
+    relay.inject("GET", "/v1/capabilities", lambda: relay.error(400, "invalid-request"))
+    with pytest.raises(InvalidRequest):
+        engine.sync()
+    engine.sync()
+    assert SECRET not in caplog.text
+    assert SECRET not in json.dumps(engine.status().to_obj())
+    assert SECRET.encode() not in engine.store.path.read_bytes()
+    assert SECRET not in repr(engine.client)

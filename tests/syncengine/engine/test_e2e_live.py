@@ -23,7 +23,6 @@ from tests.relay.live import LiveRelay, cli, issue_token, provision, running_rel
 from wire.age_keys import X25519Identity
 
 
-
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
     db = tmp_path_factory.mktemp("relay") / "relay.db"

@@ -1,0 +1,100 @@
+"""The engine and people's commands at the CLI: argv never carries a secret,
+exit codes follow the table, start-up stays lazy, messages commands follow
+the storage contract's argument order."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from syncengine.cli import COMMAND_MODULES, COMMANDS, main
+
+
+def run(*args: str, store: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "syncengine", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SYNCENGINE_STORE": str(store)},
+        check=False,
+    )
+
+
+def test_a_literal_token_is_refused_with_exit_2_and_never_echoed(tmp_path: Path) -> None:
+    result = run(
+        "connect", "--endpoint", "http://127.0.0.1:9", "--token", "agmsg_pair_SECRETVALUE",
+        "--team", "crew", "--security", "plaintext-allowed", store=tmp_path / "s.db",
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "SECRETVALUE" not in result.stdout + result.stderr
+    assert "--token -" in result.stderr and "argv" in result.stderr
+    assert not (tmp_path / "s.db").exists()  # refused before anything was created
+
+
+def test_engine_commands_on_an_unconnected_store_exit_7_with_a_remedy(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    assert run("team", "create", "crew", "--member", "alice", store=store).returncode == 0
+    for command in ("push", "pull", "sync", "status", "reprocess"):
+        result = run(command, "--json", store=store)
+        assert result.returncode == 7, (command, result.stderr)
+        error = json.loads(result.stdout)["error"]
+        assert error["code"] == "not-connected" and "syncengine connect" in error["remediation"]
+
+
+def test_send_inbox_history_follow_the_storage_contract_order(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    assert (
+        run(
+            "team", "create", "crew", "--member", "alice", "--member", "bob", store=store
+        ).returncode
+        == 0
+    )
+    assert run("send", "crew", "alice", "bob", "first", store=store).returncode == 0
+    piped = run("send", "crew", "bob", "alice", "-", "--json", store=store, stdin="from stdin")
+    assert json.loads(piped.stdout)["body"] == "from stdin"
+    inbox = run("inbox", "crew", "bob", "--json", "--mark-read", store=store)
+    assert [json.loads(line)["body"] for line in inbox.stdout.splitlines()] == ["first"]
+    assert run("inbox", "crew", "bob", store=store).stdout == ""
+    history = run("history", "crew", "--limit", "1", "--json", store=store)
+    assert [json.loads(line)["body"] for line in history.stdout.splitlines()] == ["from stdin"]
+    agent = run("history", "crew", "alice", store=store)
+    assert agent.stdout.count("\n") == 2
+    missing = run("send", "crew", "alice", "nobody", "x", store=store)
+    assert missing.returncode == 13 and "nobody" in missing.stderr
+
+
+def test_every_engine_command_is_registered_and_each_module_loads_once() -> None:
+    for name in ("connect", "push", "pull", "sync", "run", "status", "reprocess", "security"):
+        assert COMMANDS[name] == "syncengine.cli.engine"
+    for name in ("send", "inbox", "history"):
+        assert COMMANDS[name] == "syncengine.cli.messages"
+    assert len(COMMAND_MODULES) == len(set(COMMAND_MODULES))
+
+
+def test_invoking_status_imports_only_its_own_command_module(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from syncengine.cli import main\n"
+        "try:\n    main(['status', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('syncengine.cli.')))\n"
+        "print('httpx' in sys.modules, 'syncengine.engine' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    lines = result.stdout.strip().splitlines()
+    assert lines[-2] == "['syncengine.cli.engine']"
+    assert lines[-1] == "False False"
+
+
+def test_run_rejects_an_interval_below_the_minimum(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--interval", "0.01", "--store", str(tmp_path / "s.db")]) == 2
