@@ -401,8 +401,7 @@ def _status_text(obj: dict[str, Any]) -> str:
         f"pending push    {obj['pending_push']}",
         "quarantine      "
         + (", ".join(f"{k} {v}" for k, v in obj["quarantine"].items()) or "empty"),
-        f"state           {obj['state']}"
-        + (" (engine running)" if obj["engine_running"] else ""),
+        f"state           {obj['state']}" + (" (engine running)" if obj["engine_running"] else ""),
         f"last success    {obj['last_success_at'] or 'never'}",
     ]
     failure = obj["last_failure"]
