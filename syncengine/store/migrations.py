@@ -188,8 +188,78 @@ def _v3_sync_stage1(conn: Any) -> None:
     )
 
 
+_ENGINE_STATES = (
+    "'connected', 'ok', 'backoff', 'adjust', 'refused', 'resync-required', "
+    "'writes-stopped', 'halted'"
+)
+
+
+def _v4_engine_state(conn: Any) -> None:
+    """Durable sync-engine state (specs/engine.md "Durable engine state").
+
+    ``engine_bindings`` is the non-secret connection of one local team to
+    one Stage-1 binding: endpoint, credential file *path* and ID (never the
+    secret), the age-v1 epoch manifest and identity file *path*.
+    ``engine_security_history`` is the append-only local security history
+    of server/spec/v1.md "GET /v1/capabilities" (revision 0 from sequence 1
+    is written by connect). ``engine_status`` is what ``status`` shows: the
+    outcome of the last cycle, last success and failure with the operator's
+    remedy, and the durable resync-required marker (a 410 is never
+    forgotten by a restart).
+    """
+    conn.execute(
+        f"""
+        CREATE TABLE engine_bindings (
+            binding_pk       INTEGER PRIMARY KEY REFERENCES sync_bindings (binding_pk),
+            team_pk          INTEGER NOT NULL UNIQUE REFERENCES teams (team_pk),
+            endpoint         TEXT NOT NULL,
+            remote_team_name TEXT NOT NULL,
+            credential_id    TEXT NOT NULL,
+            credential_path  TEXT NOT NULL,
+            age_key_id       TEXT,
+            age_recipients   TEXT,
+            identity_path    TEXT,
+            connected_at     TEXT NOT NULL,
+            CHECK ((age_key_id IS NULL) = (age_recipients IS NULL)),
+            CHECK (identity_path IS NULL OR age_key_id IS NOT NULL)
+        ) STRICT;
+        CREATE TABLE engine_security_history (
+            binding_pk            INTEGER NOT NULL REFERENCES engine_bindings (binding_pk),
+            revision              INTEGER NOT NULL CHECK (revision >= 0),
+            effective_from_seq    INTEGER NOT NULL CHECK (effective_from_seq >= 1),
+            minimum_security_mode TEXT NOT NULL
+                CHECK (minimum_security_mode IN ('plaintext-allowed', 'e2ee-required')),
+            recorded_at           TEXT NOT NULL,
+            PRIMARY KEY (binding_pk, revision)
+        ) STRICT;
+        CREATE TABLE engine_status (
+            binding_pk               INTEGER PRIMARY KEY REFERENCES engine_bindings (binding_pk),
+            state                    TEXT NOT NULL CHECK (state IN ({_ENGINE_STATES})),
+            last_success_at          TEXT,
+            last_failure_at          TEXT,
+            failures_since_success   INTEGER NOT NULL DEFAULT 0
+                CHECK (failures_since_success >= 0),
+            last_error_code          TEXT,
+            last_error_class         TEXT,
+            last_error_http_status   INTEGER,
+            last_error_message       TEXT,
+            last_error_remediation   TEXT,
+            resync_after             INTEGER,
+            resync_min_available_seq INTEGER,
+            resync_recorded_at       TEXT,
+            CHECK ((resync_after IS NULL) = (resync_min_available_seq IS NULL))
+        ) STRICT;
+        """
+    )
+
+
 #: Migration ``i`` takes the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[Callable[[Any], None], ...] = (_v1_registry, _v2_message_log, _v3_sync_stage1)
+MIGRATIONS: tuple[Callable[[Any], None], ...] = (
+    _v1_registry,
+    _v2_message_log,
+    _v3_sync_stage1,
+    _v4_engine_state,
+)
 LATEST_VERSION = len(MIGRATIONS)
 
 
