@@ -1,0 +1,72 @@
+"""The engine killed at every crash point of a cycle, then restarted.
+
+crash_tests/test_sync_crash_points.py kills the Stage-1 *operations* (the
+driver) at each point and checks the store's invariants. Here the whole
+product runs: ``syncengine sync`` (or ``reprocess``) as a process against a
+real relay, with ``SYNCENGINE_CRASH_AT=<point>`` so it dies with
+``os._exit(77)`` at that storage-transaction boundary — before or after the
+relay saw its batch, before or after a pulled page was applied. The same
+command is then run again without the variable, and both machines must
+converge with every message exactly once and no copy on the relay.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from syncengine.crash import CRASH_EXIT_CODE, CRASH_POINTS
+from tests.e2e.conftest import LeanTeam, exactly_once, relay_counts, run_cli
+from tests.relay.live import LiveRelay
+
+#: The engine command that passes each crash point (None: no engine command
+#: retires a binding, so those points must never fire during a cycle).
+REACHED_BY: dict[str, str | None] = {
+    "prepare.begin.before_commit": "sync",
+    "prepare.begin.after_commit": "sync",
+    "prepare.sealed": "sync",
+    "prepare.publish.before_commit": "sync",
+    "prepare.publish.after_commit": "sync",
+    "reconcile.commit.before_commit": "sync",
+    "reconcile.commit.after_commit": "sync",
+    "apply.commit.before_commit": "sync",
+    "apply.commit.after_commit": "sync",
+    "reprocess.snapshot.after_read": "reprocess",
+    "binding.bind.before_commit": "sync",
+    "binding.bind.after_commit": "sync",
+    "binding.retire.before_commit": None,
+    "binding.retire.after_commit": None,
+}
+
+
+def test_every_crash_point_has_an_engine_command_or_is_declared_unreachable() -> None:
+    assert tuple(REACHED_BY) == CRASH_POINTS
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_engine_killed_at_crash_point_then_restarted_converges_exactly_once(
+    live: LiveRelay, tmp_path: Path, point: str
+) -> None:
+    team = LeanTeam(live, tmp_path)
+    a, b = team.age_machines("a", "b")
+    a.send("alice", "bob", "a1", "a2")
+    b.send("bob", "alice", "b1")
+    b.sync()  # so a's cycle has a page to pull as well as a batch to push
+    command = REACHED_BY[point]
+    crashed = run_cli(a, command or "sync", env={"SYNCENGINE_CRASH_AT": point})
+    assert crashed.returncode == (CRASH_EXIT_CODE if command else 0), crashed.stderr
+    if command == "reprocess":
+        assert run_cli(a, "reprocess").returncode == 0
+    restarted = run_cli(a, "sync")
+    assert restarted.returncode == 0, restarted.stderr
+    b.sync()
+    expected = sorted([("alice", "bob", "a1"), ("alice", "bob", "a2"), ("bob", "alice", "b1")])
+    assert exactly_once(a) == exactly_once(b) == expected
+    assert relay_counts(live, team.id) == (3, 3)
+    for machine in (a, b):
+        with machine.engine() as engine:
+            status = engine.status()
+        assert status.engine.state == "ok"
+        assert status.sync.conflicts == 0 and status.pending_push == 0
+        assert set(status.sync.quarantine) <= {"imported", "reconciled"}
