@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job on embedded defaults. Until the engine lands this runs the
-# codec demo: seal a message, show what the relay can see, open it again.
+# The main job on embedded defaults: two machines exchange end-to-end
+# encrypted messages through a relay started on 127.0.0.1, every step a real
+# `syncengine` command (see syncengine/demo.py). `--keep` keeps the directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
