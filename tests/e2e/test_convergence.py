@@ -6,17 +6,20 @@ and a seeded random interleaving of sends and syncs — a machine syncing in
 the middle of another's backlog, syncing with nothing to do, receiving its
 own echoes late — for both cipher profiles, then checks that every store
 holds every message once, the relay sequence counts each message once, and
-a further cycle moves nothing.
+a further cycle moves nothing. Then the bulk path: ``push --all`` drains a
+backlog larger than one push, and ``pull`` applies it page by page.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import MEMBERS, LeanTeam, exactly_once, relay_counts
+from syncengine.store import OutgoingMessage, Store
+from tests.e2e.conftest import MEMBERS, LeanTeam, exactly_once, relay_counts, run_cli
 from tests.relay.live import LiveRelay
 
 
@@ -59,3 +62,25 @@ def test_three_machines_converge_exactly_once_under_random_interleaving(
     for machine in machines:
         idle = machine.sync()
         assert idle.push.candidates == 0 and idle.pull.received == 0
+
+
+def test_push_all_drains_a_backlog_beyond_one_push_and_pull_streams_it_page_by_page(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    team = LeanTeam(live, tmp_path)
+    a, b = team.machine("a"), team.machine("b")
+    total = 1000 + 5  # one full catch-up push, and then some
+    with Store(a.store) as store:
+        store.send_many(OutgoingMessage("crew", "alice", "bob", f"bulk {i}") for i in range(total))
+    pushed = run_cli(a, "push", "--all", "--json")
+    assert pushed.returncode == 0, pushed.stderr
+    report = json.loads(pushed.stdout)["push"]
+    assert (report["candidates"], report["stored"], report["duplicate"]) == (total, total, 0)
+    assert report["push_cursor"] == str(total)
+    assert relay_counts(live, team.id) == (total, total)
+    pulled = run_cli(b, "pull", "--json", "--limit", "400")
+    assert pulled.returncode == 0, pulled.stderr
+    pull = json.loads(pulled.stdout)["pull"]
+    assert pull["pages"] == 3 and pull["received"] == total
+    assert pull["outcomes"] == {"imported": total}
+    assert len(exactly_once(b)) == len(set(exactly_once(b))) == total
