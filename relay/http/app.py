@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -139,6 +140,15 @@ class ProtocolHeaders:
             )
 
 
+@contextmanager
+def _team_bound(access: Access) -> Iterator[None]:
+    """Refusals after authorization carry the team (intake before it stays unbound)."""
+    try:
+        yield
+    except RelayError as exc:
+        raise exc.bind_team(access.team_id) from None
+
+
 class _Handlers:
     def __init__(self, store: RelayStore, clock: Clock) -> None:
         self.store = store
@@ -169,6 +179,27 @@ class _Handlers:
         binding = await self.call(self.store.authorize, access)
         return access, binding
 
+    async def team_query(
+        self, request: Request, allowed: frozenset[str] = frozenset()
+    ) -> tuple[Access, dict[str, str]]:
+        """A body-less team request: no body and a strict query string, team-bound."""
+        access, _ = await self.team_request(request)
+        with _team_bound(access):
+            require_no_body(request)
+            return access, query_params(request, allowed)
+
+    async def team_body(self, request: Request, parse: Callable[[Any], T]) -> tuple[Access, T]:
+        """A team request with a JSON body: no query string, one parsed body, team-bound."""
+        access, _ = await self.team_request(request)
+        with _team_bound(access):
+            query_params(request, frozenset())
+            body = await read_json_body(request)
+            return access, parse(body.value)
+
+    async def team_call(self, fn: Callable[..., T], access: Access, *args: Any) -> T:
+        """A team-scoped storage operation; its errors are bound to the team."""
+        return await self.call(fn, access, *args, team_id=access.team_id)
+
     def now(self) -> str:
         return timestamp(self.clock())
 
@@ -197,60 +228,30 @@ class _Handlers:
         )
 
     async def capabilities(self, request: Request) -> Response:
-        access, _ = await self.team_request(request)
-        try:
-            require_no_body(request)
-            query_params(request, frozenset())
-        except RelayError as exc:
-            raise exc.bind_team(access.team_id) from None
-        snapshot = await self.call(self.store.capabilities, access, team_id=access.team_id)
+        access, _ = await self.team_query(request)
+        snapshot = await self.team_call(self.store.capabilities, access)
         return json_response(render.capabilities(self.sid, snapshot))
 
     async def post_messages(self, request: Request) -> Response:
-        access, _ = await self.team_request(request)
-        try:
-            query_params(request, frozenset())
-            body = await read_json_body(request)
-            batch = bodies.parse_message_batch(body.value)
-        except RelayError as exc:
-            raise exc.bind_team(access.team_id) from None
-        result = await self.call(
-            self.store.post_messages, access, batch, self.now(), team_id=access.team_id
-        )
+        access, batch = await self.team_body(request, bodies.parse_message_batch)
+        result = await self.team_call(self.store.post_messages, access, batch, self.now())
         return json_response(render.post_result(self.sid, result))
 
     async def get_messages(self, request: Request) -> Response:
-        access, _ = await self.team_request(request)
-        try:
-            require_no_body(request)
-            params = query_params(request, frozenset({"after", "limit"}))
+        access, params = await self.team_query(request, frozenset({"after", "limit"}))
+        with _team_bound(access):
             after, limit = bodies.parse_messages_query(params.items())
-        except RelayError as exc:
-            raise exc.bind_team(access.team_id) from None
-        page = await self.call(
-            self.store.page_messages, access, after, limit, team_id=access.team_id
-        )
+        page = await self.team_call(self.store.page_messages, access, after, limit)
         return json_response(render.message_page(self.sid, page))
 
     async def members(self, request: Request) -> Response:
-        access, _ = await self.team_request(request)
-        try:
-            require_no_body(request)
-            query_params(request, frozenset())
-        except RelayError as exc:
-            raise exc.bind_team(access.team_id) from None
-        roster = await self.call(self.store.members, access, team_id=access.team_id)
+        access, _ = await self.team_query(request)
+        roster = await self.team_call(self.store.members, access)
         return json_response(render.roster(self.sid, roster))
 
     async def read_state_sync(self, request: Request) -> Response:
-        access, _ = await self.team_request(request)
-        try:
-            query_params(request, frozenset())
-            body = await read_json_body(request)
-            parsed = bodies.parse_read_state_request(body.value)
-        except RelayError as exc:
-            raise exc.bind_team(access.team_id) from None
-        page = await self.call(self.store.sync_read_state, access, parsed, team_id=access.team_id)
+        access, parsed = await self.team_body(request, bodies.parse_read_state_request)
+        page = await self.team_call(self.store.sync_read_state, access, parsed)
         return json_response(render.read_state_page(self.sid, page))
 
     async def pairing_exchange(self, request: Request) -> Response:
