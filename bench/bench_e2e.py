@@ -313,13 +313,16 @@ def main() -> int:
         m = r["messages"]
         e2e = m / (r["push_s"] + r["pull_s"])
         r["e2e"] = e2e
+        r["pipeline"] = min(m / r["push_s"], m / r["pull_s"])
         print(
             f"{r['profile']:<12}{m:>9,}  {m / r['send_s']:>11,.0f}{m / r['push_s']:>11,.0f}"
             f"{m / r['pull_s']:>11,.0f}{e2e:>11,.0f}  {r['push_s']:>7.1f}{r['pull_s']:>7.1f}"
             f"  {r['push_rss_mb']:>8.1f}{r['pull_rss_mb']:>8.1f}{r['relay_peak_mb']:>9.1f}"
         )
-    print("(e2e = N / (push + pull wall time): store A to imported on store B; the relay's")
-    print(" figure is its VmHWM since start, so it is cumulative over the profiles above)")
+    print("(e2e = N / (push + pull wall time), one after the other: store A to imported on")
+    print(" store B on one machine. Two machines push and pull concurrently, so their")
+    print(" pipeline rate is the slower phase: min(push, pull) msg/s. The relay figure is")
+    print(" its VmHWM since start, so it is cumulative over the profiles above.)")
     print(
         f"\nidle sync, nothing new: Engine.sync() {idle_in * 1000:.1f} ms in-process; "
         f"'syncengine sync' process {idle_cli * 1000:.0f} ms; "
@@ -329,8 +332,22 @@ def main() -> int:
 
     peak = max(max(r["push_rss_mb"], r["pull_rss_mb"], r["relay_peak_mb"]) for r in rows)
     checks = [
-        (f"none end to end ≥ {TARGET_NONE:,.0f} msg/s", rows[0]["e2e"] >= TARGET_NONE),
-        (f"age-v1 ×1 end to end ≥ {TARGET_AGE1:,.0f} msg/s", rows[1]["e2e"] >= TARGET_AGE1),
+        (
+            f"none pipeline {rows[0]['pipeline']:,.0f} ≥ {TARGET_NONE:,.0f} msg/s",
+            rows[0]["pipeline"] >= TARGET_NONE,
+        ),
+        (
+            f"none serial e2e {rows[0]['e2e']:,.0f} ≥ {TARGET_NONE:,.0f} msg/s",
+            rows[0]["e2e"] >= TARGET_NONE,
+        ),
+        (
+            f"age-v1 ×1 pipeline {rows[1]['pipeline']:,.0f} ≥ {TARGET_AGE1:,.0f} msg/s",
+            rows[1]["pipeline"] >= TARGET_AGE1,
+        ),
+        (
+            f"age-v1 ×1 serial e2e {rows[1]['e2e']:,.0f} ≥ {TARGET_AGE1:,.0f} msg/s",
+            rows[1]["e2e"] >= TARGET_AGE1,
+        ),
         (f"peak RSS < {TARGET_RSS_MB:.0f} MB (max {peak:.1f})", peak < TARGET_RSS_MB),
         (f"idle Engine.sync() < {TARGET_IDLE_MS:.0f} ms", idle_in * 1000 < TARGET_IDLE_MS),
         (
