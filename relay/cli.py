@@ -22,7 +22,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
@@ -158,6 +159,16 @@ def _open(args: argparse.Namespace, **kwargs: Any) -> SqliteRelayStore:
     return SqliteRelayStore(path, **kwargs)
 
 
+@contextmanager
+def _opened(args: argparse.Namespace) -> Iterator[SqliteRelayStore]:
+    """The existing database for one operator command, closed however it ends."""
+    store = _open(args)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
 def _team_id(value: str) -> str:
     try:
         return check_uuid7(value, "--team")
@@ -196,11 +207,8 @@ def _team_apply(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise OperatorError(f"cannot read {args.document}: {exc.strerror}") from None
     document = parse_provisioning_document(data)
-    store = _open(args)
-    try:
+    with _opened(args) as store:
         summary = store.apply_provisioning(document, timestamp(utc_now()))
-    finally:
-        store.close()
     verb = "created" if summary.created else "updated"
     _emit(
         args,
@@ -213,10 +221,9 @@ def _team_apply(args: argparse.Namespace) -> int:
 
 def _token_issue(args: argparse.Namespace) -> int:
     team_id = _team_id(args.team)
-    store = _open(args)
-    token = new_pairing_token()
-    now = utc_now()
-    try:
+    with _opened(args) as store:
+        token = new_pairing_token()
+        now = utc_now()
         issued = store.issue_pairing_token(
             team_id,
             hash_secret(token),
@@ -224,8 +231,6 @@ def _token_issue(args: argparse.Namespace) -> int:
             timestamp(now),
             timestamp(now + timedelta(seconds=PAIRING_TOKEN_TTL_SECONDS)),
         )
-    finally:
-        store.close()
     # The token goes to stdout exactly once; it is stored only as a hash.
     _emit(
         args,
@@ -239,11 +244,8 @@ def _token_issue(args: argparse.Namespace) -> int:
 
 def _credential_list(args: argparse.Namespace) -> int:
     team_id = _team_id(args.team) if args.team is not None else None
-    store = _open(args)
-    try:
+    with _opened(args) as store:
         credentials = store.list_credentials(team_id)
-    finally:
-        store.close()
     rows = [asdict(c) for c in credentials]
     text = "\n".join(
         f"{c.credential_id} team={c.team_id} device={c.device_name or '-'} "
@@ -260,11 +262,8 @@ def _credential_revoke(args: argparse.Namespace) -> int:
         credential_id = check_uuid7(args.credential_id, "credential_id")
     except WireError as exc:
         raise OperatorError(str(exc)) from None
-    store = _open(args)
-    try:
+    with _opened(args) as store:
         info = store.revoke_credential(team_id, credential_id, timestamp(utc_now()))
-    finally:
-        store.close()
     _emit(args, asdict(info), f"revoked {info.credential_id} at {info.revoked_at}")
     return EXIT_OK
 
@@ -275,11 +274,8 @@ def _policy_set(args: argparse.Namespace) -> int:
     ciphers = [] if raw == "nothing" else [c.strip() for c in raw.split(",") if c.strip()]
     if not ciphers and raw != "nothing":
         raise OperatorError("--allow is empty", "pass ciphers, or 'nothing' to refuse all writes")
-    store = _open(args)
-    try:
+    with _opened(args) as store:
         entry = store.set_policy(team_id, ciphers)
-    finally:
-        store.close()
     _emit(
         args,
         entry.to_obj(),
@@ -295,11 +291,8 @@ def _retain(args: argparse.Namespace) -> int:
         through = parse_seq(args.through, "--through")
     except WireError as exc:
         raise OperatorError(str(exc)) from None
-    store = _open(args)
-    try:
+    with _opened(args) as store:
         result = store.retain(team_id, through)
-    finally:
-        store.close()
     document = {
         "team_id": result.team_id,
         "old_floor": str(result.old_floor),
@@ -315,11 +308,8 @@ def _retain(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    store = _open(args)
-    try:
+    with _opened(args) as store:
         status = store.status()
-    finally:
-        store.close()
     teams = [
         asdict(t)
         | {
