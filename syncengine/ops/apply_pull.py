@@ -34,7 +34,12 @@ from typing import Any
 
 from syncengine.ids import new_uuid7s
 from syncengine.ops.bindings import BindingKey, advance_binding, open_binding, sync_transaction
-from syncengine.ops.reconcile_push import ConflictRow, contiguous_push_cursor, insert_conflicts
+from syncengine.ops.reconcile_push import (
+    ConflictRow,
+    contiguous_push_cursor,
+    insert_conflicts,
+    load_seq_owners,
+)
 from syncengine.ops.records import (
     SyncApplyOutcome,
     SyncApplyResult,
@@ -225,7 +230,6 @@ def _load_facts(
 ) -> tuple[dict[str, StoredPull], dict[str, StoredPush], dict[int, str]]:
     pulled: dict[str, StoredPull] = {}
     pushed: dict[str, StoredPush] = {}
-    owners: dict[int, str] = {}
     for part in _chunked([m.wire_id for m in messages]):
         marks = ",".join("?" * len(part))
         for row in conn.execute(
@@ -244,16 +248,7 @@ def _load_facts(
             pushed[row[0]] = StoredPush(
                 row[0], row[1], ReservationState(row[2]), (row[3], row[4], row[5], row[6]), row[7]
             )
-    for part in _chunked([m.server_seq for m in messages]):
-        marks = ",".join("?" * len(part))
-        for table in ("sync_push", "sync_quarantine"):
-            for row in conn.execute(
-                f"SELECT server_seq, wire_id FROM {table}"
-                f" WHERE binding_pk = ? AND server_seq IN ({marks})",
-                (binding_pk, *part),
-            ):
-                owners[row[0]] = row[1]
-    return pulled, pushed, owners
+    return pulled, pushed, load_seq_owners(conn, binding_pk, (m.server_seq for m in messages))
 
 
 def _quarantine_row(

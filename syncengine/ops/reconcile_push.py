@@ -19,7 +19,7 @@ version took 153 s on a 17,300-message join).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ __all__ = [
     "StoredReservation",
     "contiguous_push_cursor",
     "insert_conflicts",
+    "load_seq_owners",
     "plan_reconcile",
     "reconcile_push",
 ]
@@ -184,7 +185,6 @@ def _load_facts(
     conn: Any, binding_pk: int, acks: Sequence[SyncPushAck]
 ) -> tuple[dict[int, StoredReservation], dict[int, str]]:
     reservations: dict[int, StoredReservation] = {}
-    owners: dict[int, str] = {}
     for part in _chunks(sorted({a.local_position for a in acks})):
         marks = ",".join("?" * len(part))
         for row in conn.execute(
@@ -195,7 +195,14 @@ def _load_facts(
             reservations[row[0]] = StoredReservation(
                 row[0], ReservationState(row[1]), row[2], row[3]
             )
-    for part in _chunks(sorted({a.server_seq for a in acks})):
+    return reservations, load_seq_owners(conn, binding_pk, (a.server_seq for a in acks))
+
+
+def load_seq_owners(conn: Any, binding_pk: int, seqs: Iterable[int]) -> dict[int, str]:
+    """The wire ID that already holds each of ``seqs`` in this binding, as a
+    reservation or a quarantine row (one ``server_seq`` has one owner)."""
+    owners: dict[int, str] = {}
+    for part in _chunks(sorted(set(seqs))):
         marks = ",".join("?" * len(part))
         for table in ("sync_push", "sync_quarantine"):
             for row in conn.execute(
@@ -204,7 +211,7 @@ def _load_facts(
                 (binding_pk, *part),
             ):
                 owners[row[0]] = row[1]
-    return reservations, owners
+    return owners
 
 
 def reconcile_push(
