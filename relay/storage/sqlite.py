@@ -250,6 +250,15 @@ class _Team:
         return TeamBinding(self.team_id, self.team_name, self.min_available_seq)
 
 
+#: Retiring a member deactivates it and its registrations and cascades its
+#: read state (read-state spec); each statement binds ``(team_pk, member_id)``.
+_RETIRE_MEMBER = (
+    "UPDATE members SET active = 0 WHERE team_pk = ? AND member_id = ?",
+    "UPDATE registrations SET active = 0 WHERE team_pk = ? AND member_id = ?",
+    "DELETE FROM read_frontiers WHERE team_pk = ? AND member_id = ?",
+    "DELETE FROM read_exact WHERE team_pk = ? AND member_id = ?",
+)
+
 _TEAM_COLUMNS = (
     "team_pk, team_id, team_name, current_seq, min_available_seq, members_revision, policy_revision"
 )
@@ -860,23 +869,8 @@ class SqliteRelayStore:
                     )
         removed = [m for m, active in existing.items() if active and m not in wanted]
         for member_id in removed:
-            conn.execute(
-                "UPDATE members SET active = 0 WHERE team_pk = ? AND member_id = ?",
-                (team.pk, member_id),
-            )
-            conn.execute(
-                "UPDATE registrations SET active = 0 WHERE team_pk = ? AND member_id = ?",
-                (team.pk, member_id),
-            )
-            # Removing a member cascades its read state (read-state spec).
-            conn.execute(
-                "DELETE FROM read_frontiers WHERE team_pk = ? AND member_id = ?",
-                (team.pk, member_id),
-            )
-            conn.execute(
-                "DELETE FROM read_exact WHERE team_pk = ? AND member_id = ?",
-                (team.pk, member_id),
-            )
+            for statement in _RETIRE_MEMBER:
+                conn.execute(statement, (team.pk, member_id))
         for member in document.members:
             conn.execute(
                 "INSERT INTO members(team_pk, member_id, name, active) VALUES (?, ?, ?, 1) "
