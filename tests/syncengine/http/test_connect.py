@@ -33,6 +33,13 @@ def _connect(fake_time: FakeTime) -> Any:
     )
 
 
+@pytest.fixture
+def exchange(router: respx.MockRouter) -> respx.Route:
+    """A ready relay: health answers ok; each test mocks the pairing exchange's answer."""
+    router.get("/v1/health").mock(return_value=reply(samples.health()))
+    return router.post("/v1/pairing/exchange")
+
+
 def _unready() -> dict[str, Any]:
     return {
         "status": "unavailable",
@@ -42,10 +49,9 @@ def _unready() -> dict[str, Any]:
 
 
 def test_connect_returns_binding_credential_and_capabilities(
-    router: respx.MockRouter, fake_time: FakeTime
+    exchange: respx.Route, fake_time: FakeTime
 ) -> None:
-    router.get("/v1/health").mock(return_value=reply(samples.health()))
-    router.post("/v1/pairing/exchange").mock(return_value=reply(samples.pairing()))
+    exchange.mock(return_value=reply(samples.pairing()))
     result = _connect(fake_time)
     assert (result.server_instance_id, result.team_id) == (samples.SERVER, samples.TEAM)
     assert result.team_name == "night-shift"
@@ -58,10 +64,9 @@ def test_connect_returns_binding_credential_and_capabilities(
 
 
 def test_exchange_sends_only_the_token_without_team_or_bearer(
-    router: respx.MockRouter, fake_time: FakeTime
+    exchange: respx.Route, fake_time: FakeTime
 ) -> None:
-    router.get("/v1/health").mock(return_value=reply(samples.health()))
-    route = router.post("/v1/pairing/exchange").mock(return_value=reply(samples.pairing()))
+    route = exchange.mock(return_value=reply(samples.pairing()))
     _connect(fake_time)
     request = route.calls.last.request
     assert jcs.loads(request.content) == {"token": TOKEN_TEXT}
@@ -89,13 +94,12 @@ def test_health_recovering_within_the_retry_budget_lets_connect_proceed(
 
 
 def test_pairing_answer_from_another_instance_than_health_is_a_mismatch(
-    router: respx.MockRouter, fake_time: FakeTime
+    exchange: respx.Route, fake_time: FakeTime
 ) -> None:
-    router.get("/v1/health").mock(return_value=reply(samples.health()))
     other = samples.pairing()
     other["server_instance_id"] = OTHER_SERVER
     other["capabilities"]["server_instance_id"] = OTHER_SERVER
-    router.post("/v1/pairing/exchange").mock(return_value=reply(other))
+    exchange.mock(return_value=reply(other))
     with pytest.raises(BindingMismatch):
         _connect(fake_time)
 
@@ -116,34 +120,31 @@ def test_health_echoing_another_team_than_the_pairing_answer_is_a_mismatch(
     [("team_id", samples.OTHER_TEAM), ("team_name", "day-shift")],
 )
 def test_outer_and_nested_capability_binding_must_agree(
-    router: respx.MockRouter, fake_time: FakeTime, member: str, value: str
+    exchange: respx.Route, fake_time: FakeTime, member: str, value: str
 ) -> None:
-    router.get("/v1/health").mock(return_value=reply(samples.health()))
     answer = samples.pairing()
     answer["capabilities"][member] = value
-    router.post("/v1/pairing/exchange").mock(return_value=reply(answer))
+    exchange.mock(return_value=reply(answer))
     with pytest.raises(ProtocolViolation):
         _connect(fake_time)
 
 
 def test_broken_capability_invariant_in_the_pairing_answer_is_refused(
-    router: respx.MockRouter, fake_time: FakeTime
+    exchange: respx.Route, fake_time: FakeTime
 ) -> None:
-    router.get("/v1/health").mock(return_value=reply(samples.health()))
     answer = samples.pairing()
     answer["capabilities"]["next_sequence_boundary"] = "99"
-    router.post("/v1/pairing/exchange").mock(return_value=reply(answer))
+    exchange.mock(return_value=reply(answer))
     with pytest.raises(ProtocolViolation):
         _connect(fake_time)
 
 
 def test_unknown_token_is_rejected_without_echoing_it(
-    router: respx.MockRouter, fake_time: FakeTime
+    exchange: respx.Route, fake_time: FakeTime
 ) -> None:
-    router.get("/v1/health").mock(return_value=reply(samples.health()))
     body = samples.error("invalid-pairing-token", bound=False)
     body["error"]["message"] = f"unknown token {TOKEN_TEXT}"
-    router.post("/v1/pairing/exchange").mock(return_value=reply(body, 401))
+    exchange.mock(return_value=reply(body, 401))
     with pytest.raises(PairingTokenRejected) as caught:
         _connect(fake_time)
     assert TOKEN_TEXT not in str(caught.value)
@@ -151,10 +152,9 @@ def test_unknown_token_is_rejected_without_echoing_it(
 
 
 def test_lost_answer_then_consumed_token_tells_the_operator_about_the_orphan(
-    router: respx.MockRouter, fake_time: FakeTime
+    exchange: respx.Route, fake_time: FakeTime
 ) -> None:
-    router.get("/v1/health").mock(return_value=reply(samples.health()))
-    route = router.post("/v1/pairing/exchange").mock(
+    route = exchange.mock(
         side_effect=[httpx.ReadTimeout("answer lost"), error(409, "pairing-token-consumed")]
     )
     with pytest.raises(PairingTokenRejected) as caught:
@@ -165,11 +165,10 @@ def test_lost_answer_then_consumed_token_tells_the_operator_about_the_orphan(
 
 
 def test_consumed_token_error_from_another_instance_is_a_mismatch(
-    router: respx.MockRouter, fake_time: FakeTime
+    exchange: respx.Route, fake_time: FakeTime
 ) -> None:
-    router.get("/v1/health").mock(return_value=reply(samples.health()))
     body = samples.error("pairing-token-consumed")
     body["server_instance_id"] = OTHER_SERVER
-    router.post("/v1/pairing/exchange").mock(return_value=reply(body, 409))
+    exchange.mock(return_value=reply(body, 409))
     with pytest.raises(BindingMismatch):
         _connect(fake_time)
