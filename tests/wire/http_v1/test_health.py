@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.wire.http_v1 import samples
+from tests.wire.http_v1.helpers import field_of
 from wire.errors import SchemaError
 from wire.http_v1 import Health, HealthStatus
 
@@ -21,17 +22,13 @@ def test_health_team_id_is_optional_but_checked_when_present() -> None:
     doc["team_id"] = samples.TEAM
     assert Health.from_obj(doc).team_id == samples.TEAM
     doc["team_id"] = "not-a-uuid"
-    with pytest.raises(SchemaError) as caught:
-        Health.from_obj(doc)
-    assert caught.value.field == "health.team_id"
+    assert field_of(Health.from_obj, doc, error=SchemaError) == "health.team_id"
 
 
 def test_ready_health_must_name_its_instance() -> None:
     doc = samples.health()
     del doc["server_instance_id"]
-    with pytest.raises(SchemaError) as caught:
-        Health.from_obj(doc)
-    assert caught.value.field == "health.server_instance_id"
+    assert field_of(Health.from_obj, doc, error=SchemaError) == "health.server_instance_id"
 
 
 def test_unavailable_health_may_omit_the_instance() -> None:
@@ -52,39 +49,32 @@ def test_explicit_null_instance_is_not_an_omission() -> None:
         "protocol": {"supported_versions": [1]},
         "database": "unavailable",
     }
-    with pytest.raises(SchemaError) as caught:
-        Health.from_obj(doc)
-    assert caught.value.field == "health.server_instance_id"
+    assert field_of(Health.from_obj, doc, error=SchemaError) == "health.server_instance_id"
 
 
 def test_database_must_mirror_status() -> None:
     doc = samples.health()
     doc["database"] = "unavailable"
-    with pytest.raises(SchemaError) as caught:
-        Health.from_obj(doc)
-    assert caught.value.field == "health.database"
+    assert field_of(Health.from_obj, doc, error=SchemaError) == "health.database"
 
 
 def test_status_must_match_http_status() -> None:
-    with pytest.raises(SchemaError) as caught:
-        Health.from_obj(samples.health(), http_status=503)
-    assert caught.value.field == "health.status"
+    assert (
+        field_of(Health.from_obj, samples.health(), http_status=503, error=SchemaError)
+        == "health.status"
+    )
 
 
 def test_supported_versions_must_be_non_empty() -> None:
     doc = samples.health()
     doc["protocol"]["supported_versions"] = []
-    with pytest.raises(SchemaError) as caught:
-        Health.from_obj(doc)
-    assert caught.value.field == "health.protocol.supported_versions"
+    assert field_of(Health.from_obj, doc, error=SchemaError) == "health.protocol.supported_versions"
 
 
 def test_unknown_status_is_rejected() -> None:
     doc = samples.health()
     doc["status"] = "degraded"
-    with pytest.raises(SchemaError) as caught:
-        Health.from_obj(doc)
-    assert caught.value.field == "health.status"
+    assert field_of(Health.from_obj, doc, error=SchemaError) == "health.status"
 
 
 def test_team_id_without_instance_cannot_be_built() -> None:

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tests.wire.http_v1 import samples
+from tests.wire.http_v1.helpers import field_of
 from wire.envelope import Envelope
-from wire.errors import EnvelopeError, SchemaError, WireError
+from wire.errors import EnvelopeError, SchemaError
 from wire.http_v1 import (
     Disposition,
     MessageBatch,
@@ -19,13 +18,6 @@ from wire.http_v1 import (
     PushResponse,
 )
 from wire.limits import MAX_SEQ
-
-
-def field_of(call: Any, *args: Any) -> str:
-    with pytest.raises(WireError) as caught:
-        call(*args)
-    return caught.value.field
-
 
 # --- batch ---------------------------------------------------------------------
 

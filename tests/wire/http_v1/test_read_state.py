@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from tests.wire.http_v1 import samples
+from tests.wire.http_v1.helpers import field_of
 from wire.errors import WireError
 from wire.http_v1 import (
     ExactItem,
@@ -17,12 +18,6 @@ from wire.http_v1 import (
     ReadStateRequest,
     ReadStateWalk,
 )
-
-
-def field_of(call: Any, *args: Any) -> str:
-    with pytest.raises(WireError) as caught:
-        call(*args)
-    return caught.value.field
 
 
 def uuid4(n: int) -> str:
