@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from wire.errors import CanonicalJsonError
@@ -170,20 +171,38 @@ def _has_lone_surrogate(text: str) -> bool:
     return False
 
 
-def _check_strings(value: Any, depth: int) -> None:
+# A \uXXXX escape of a surrogate code unit: the only way a lone surrogate can
+# enter a value decoded from valid UTF-8. Text without one cannot hold a lone
+# surrogate, so the per-string check is skipped (a false positive, such as an
+# escaped backslash before "ud800", only costs the full check).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _check_value(value: Any, depth: int, strings: bool) -> None:
+    """Enforce the depth bound on containers and, if ``strings``, refuse
+    lone surrogates in member names and string values."""
     if depth > MAX_JSON_DEPTH:
         raise CanonicalJsonError("", f"nesting deeper than {MAX_JSON_DEPTH} levels")
-    if isinstance(value, str):
-        if _has_lone_surrogate(value):
-            raise CanonicalJsonError("", "string contains a lone surrogate")
-    elif isinstance(value, dict):
-        for name, item in value.items():
-            if _has_lone_surrogate(name):
-                raise CanonicalJsonError("", "member name contains a lone surrogate")
-            _check_strings(item, depth + 1)
+    if isinstance(value, dict):
+        items: Any = value.values()
+        if strings:
+            for name in value:
+                if _has_lone_surrogate(name):
+                    raise CanonicalJsonError("", "member name contains a lone surrogate")
     elif isinstance(value, list):
-        for item in value:
-            _check_strings(item, depth + 1)
+        items = value
+    else:
+        if strings and isinstance(value, str) and _has_lone_surrogate(value):
+            raise CanonicalJsonError("", "string contains a lone surrogate")
+        return
+    if depth == MAX_JSON_DEPTH and len(value):
+        # Scalars count as a level too, exactly as the encoder counts them.
+        raise CanonicalJsonError("", f"nesting deeper than {MAX_JSON_DEPTH} levels")
+    for item in items:
+        if isinstance(item, dict | list):
+            _check_value(item, depth + 1, strings)
+        elif strings and isinstance(item, str) and _has_lone_surrogate(item):
+            raise CanonicalJsonError("", "string contains a lone surrogate")
 
 
 _DECODER = json.JSONDecoder(
@@ -202,6 +221,9 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
     """
     if isinstance(data, str):
         text = data
+        # Raw surrogates can only come from a str; bytes were checked as UTF-8.
+        if _has_lone_surrogate(text):
+            raise CanonicalJsonError("", "string contains a lone surrogate")
     else:
         try:
             text = bytes(data).decode("utf-8")
@@ -217,7 +239,7 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
         raise CanonicalJsonError("", f"invalid number: {exc}") from None
     if _skip_ws(text, end) != len(text):
         raise CanonicalJsonError("", f"trailing data after the JSON value at offset {end}")
-    _check_strings(value, 0)
+    _check_value(value, 0, _SURROGATE_ESCAPE.search(text) is not None)
     return value
 
 

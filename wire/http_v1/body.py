@@ -3,24 +3,39 @@
 server/spec/v1.md "Scope and conventions": request bodies are UTF-8 JSON of
 at most 2 MiB counted from the streamed bytes, with no duplicate keys. We
 decode every body (request or response) with the strict decoder of
-:mod:`wire.jcs`, and encode every body we send in RFC 8785 form so equal
-documents are equal bytes (handy for retries and fixtures alike).
+:mod:`wire.jcs`, and encode every body we send deterministically (sorted
+members, no whitespace) so equal documents are equal bytes, which retries of
+the exact durable batch rely on. Protocol documents hold only ASCII member
+names, strings, integers, booleans and null, for which the standard
+library's C encoder produces exactly the RFC 8785 bytes at a fraction of the
+cost of the general canonicalizer (a 1,000-envelope batch is ~1.4 MB).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from wire import jcs
-from wire.errors import SchemaError
+from wire.errors import CanonicalJsonError, SchemaError
 from wire.limits import MAX_REQUEST_BYTES
 
 __all__ = ["decode_request_body", "decode_response_body", "encode_body", "require_empty_body"]
 
 
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+)
+
+
 def encode_body(document: dict[str, Any]) -> bytes:
     """A built document → the bytes we put on the wire."""
-    return jcs.canonicalize(document)
+    try:
+        return _ENCODER.encode(document).encode("utf-8")
+    except UnicodeEncodeError:
+        raise CanonicalJsonError("body", "string contains a lone surrogate") from None
+    except ValueError as exc:
+        raise CanonicalJsonError("body", str(exc)) from None
 
 
 def decode_request_body(data: bytes) -> Any:
