@@ -55,7 +55,7 @@ from syncengine.ops.states import (
     reservation_next,
 )
 from syncengine.store.errors import InvalidInput
-from syncengine.store.event_log import import_message_sent
+from syncengine.store.event_log import NameCache, import_message_sent
 from syncengine.store.records import ORIGIN_IMPORTED
 from syncengine.store.teams import ensure_members
 
@@ -282,6 +282,7 @@ def _import(
         names.update((message.projection.from_agent, message.projection.to_agent))
     ensure_members(conn, team_pk, team, names, now)
     positions: list[int] = []
+    names_seen: NameCache = {}
     for message, local_id in zip(messages, new_uuid7s(len(messages)), strict=True):
         projection = message.projection
         assert projection is not None
@@ -294,7 +295,7 @@ def _import(
             "at": projection.created_at,
             "origin": ORIGIN_IMPORTED,
         }
-        seq = import_message_sent(conn, record, f"pulled message {message.wire_id}")
+        seq = import_message_sent(conn, record, f"pulled message {message.wire_id}", names_seen)
         assert seq is not None  # a fresh UUIDv7 is never already stored
         positions.append(seq)
     return positions

@@ -386,7 +386,9 @@ class MessagePage:
     next_after: int
     has_more: bool
 
-    def validate(self, field: str = "page") -> MessagePage:
+    def validate(self, field: str = "page", *, elements: bool = True) -> MessagePage:
+        """Check the page invariants; ``elements=False`` skips re-checking each
+        message when the parser has just validated every one of them."""
         self.binding.validate(field)
         floor = self.binding.min_available_seq
         at = join_field(field, "messages")
@@ -394,19 +396,22 @@ class MessagePage:
             raise SchemaError(at, f"must hold at most {MAX_PAGE_LIMIT} messages")
         ids: set[str] = set()
         for index, message in enumerate(self.messages):
-            here = join_field(at, index)
-            message.validate(here)
+            if elements:
+                message.validate(join_field(at, index))
             if message.server_seq <= floor:
                 raise SchemaError(
-                    join_field(here, "server_seq"), "lies at or below min_available_seq"
+                    join_field(join_field(at, index), "server_seq"),
+                    "lies at or below min_available_seq",
                 )
             if index and message.server_seq != self.messages[index - 1].server_seq + 1:
                 raise SchemaError(
-                    join_field(here, "server_seq"),
+                    join_field(join_field(at, index), "server_seq"),
                     "sequences must ascend by exactly one (the team stream has no holes)",
                 )
             if message.id in ids:
-                raise SchemaError(join_field(here, "id"), "an id appears twice in one page")
+                raise SchemaError(
+                    join_field(join_field(at, index), "id"), "an id appears twice in one page"
+                )
             ids.add(message.id)
         next_at = join_field(field, "next_after")
         format_seq(self.next_after, next_at)
@@ -467,4 +472,4 @@ class MessagePage:
         )
         next_after = parse_seq(obj["next_after"], join_field(field, "next_after"))
         has_more = expect_bool(obj["has_more"], join_field(field, "has_more"))
-        return cls(binding, messages, next_after, has_more).validate(field)
+        return cls(binding, messages, next_after, has_more).validate(field, elements=False)
