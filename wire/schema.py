@@ -28,6 +28,8 @@ def join_field(parent: str, child: str | int) -> str:
     """Dotted path of a member (``a.b``) or element (``a[3]``)."""
     if isinstance(child, int):
         return f"{parent}[{child}]"
+    if not child:
+        return parent
     return f"{parent}.{child}" if parent else child
 
 
@@ -48,6 +50,10 @@ def expect_object(
     if not isinstance(value, dict):
         raise SchemaError(field, f"must be a JSON object, not {_json_type(value)}")
     required_set = frozenset(required)
+    # Fast paths for the common, valid case; the slow path names the member.
+    keys = value.keys()
+    if keys == required_set or (not closed and required_set <= keys):
+        return value
     missing = sorted(required_set.difference(value))
     if missing:
         raise SchemaError(join_field(field, missing[0]), "required member is missing")

@@ -107,9 +107,13 @@ class OutgoingMessage:
     def from_obj(
         cls, value: Any, field: str, max_blob_bytes: int = MAX_BLOB_BYTES
     ) -> OutgoingMessage:
-        obj = expect_object(value, field, ("id", "envelope"))
-        message_id = check_uuid4(obj["id"], join_field(field, "id"))
-        envelope = Envelope.from_obj(obj["envelope"], join_field(field, "envelope"), max_blob_bytes)
+        # Checked under relative names; the path is built only on failure.
+        try:
+            obj = expect_object(value, "", ("id", "envelope"))
+            message_id = check_uuid4(obj["id"], "id")
+            envelope = Envelope.from_obj(obj["envelope"], "envelope", max_blob_bytes)
+        except SchemaError as exc:
+            raise type(exc)(join_field(field, exc.field), exc.rule) from None
         return cls(message_id, envelope)
 
 
@@ -340,6 +344,9 @@ class MessagesQuery:
         return cls(after, limit).validate(field)
 
 
+_PULLED_MEMBERS = ("server_seq", "id", "server_received_at", "envelope")
+
+
 @dataclass(frozen=True, slots=True)
 class PulledMessage:
     """A stored message as the relay returns it: sequence, id, receipt time, envelope."""
@@ -370,11 +377,19 @@ class PulledMessage:
     def from_obj(
         cls, value: Any, field: str, max_blob_bytes: int = MAX_BLOB_BYTES
     ) -> PulledMessage:
-        members = ("server_seq", "id", "server_received_at", "envelope")
-        obj = expect_object(value, field, members, closed=False)
-        seq = parse_seq(obj["server_seq"], join_field(field, "server_seq"))
-        envelope = Envelope.from_obj(obj["envelope"], join_field(field, "envelope"), max_blob_bytes)
-        return cls(seq, obj["id"], obj["server_received_at"], envelope).validate(field)
+        # Every rule of validate() is applied here once, under relative names;
+        # the dotted path is built only on failure (a page holds 1,000 of these).
+        try:
+            obj = expect_object(value, "", _PULLED_MEMBERS, closed=False)
+            seq = parse_seq(obj["server_seq"], "server_seq")
+            if seq < 1:
+                raise SchemaError("server_seq", "message sequences begin at 1")
+            message_id = check_uuid4(obj["id"], "id")
+            received = check_timestamp(obj["server_received_at"], "server_received_at")
+            envelope = Envelope.from_obj(obj["envelope"], "envelope", max_blob_bytes)
+        except SchemaError as exc:
+            raise type(exc)(join_field(field, exc.field), exc.rule) from None
+        return cls(seq, message_id, received, envelope)
 
 
 @dataclass(frozen=True, slots=True)
