@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
 
 __all__ = ["new_uuid4", "new_uuid7", "new_uuid7s"]
 
@@ -24,8 +23,17 @@ _counter = 0
 
 
 def new_uuid4() -> str:
-    """A random (CSPRNG) UUIDv4 in lowercase canonical form."""
-    return str(uuid.UUID(bytes=os.urandom(16), version=4))
+    """A random (CSPRNG) UUIDv4 in lowercase canonical form.
+
+    Built directly from 16 random bytes with the version and variant bits set
+    (RFC 9562 §5.4): one is minted per pushed message, and this is several
+    times cheaper than going through :class:`uuid.UUID`.
+    """
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def new_uuid7() -> str:

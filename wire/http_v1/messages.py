@@ -161,6 +161,9 @@ class MessageBatch:
         return None
 
 
+_DISPOSITIONS = {d.value: d for d in Disposition}
+
+
 @dataclass(frozen=True, slots=True)
 class PushAck:
     """Where one batch element lives in the team stream."""
@@ -186,15 +189,20 @@ class PushAck:
 
     @classmethod
     def from_obj(cls, value: Any, field: str) -> PushAck:
-        obj = expect_object(value, field, ("id", "server_seq", "disposition"), closed=False)
-        at = join_field(field, "disposition")
-        text = expect_str(obj["disposition"], at)
+        # validate()'s rules, applied once under relative names; the dotted
+        # path is built only on failure (a batch answer holds 1,000 acks).
         try:
-            disposition = Disposition(text)
-        except ValueError:
-            raise SchemaError(at, "must be 'stored' or 'duplicate'") from None
-        seq = parse_seq(obj["server_seq"], join_field(field, "server_seq"))
-        return cls(obj["id"], seq, disposition).validate(field)
+            obj = expect_object(value, "", ("id", "server_seq", "disposition"), closed=False)
+            text = expect_str(obj["disposition"], "disposition")
+            if text not in _DISPOSITIONS:
+                raise SchemaError("disposition", "must be 'stored' or 'duplicate'")
+            seq = parse_seq(obj["server_seq"], "server_seq")
+            if seq < 1:
+                raise SchemaError("server_seq", "message sequences begin at 1")
+            message_id = check_uuid4(obj["id"], "id")
+        except SchemaError as exc:
+            raise type(exc)(join_field(field, exc.field), exc.rule) from None
+        return cls(message_id, seq, _DISPOSITIONS[text])
 
 
 @dataclass(frozen=True, slots=True)
