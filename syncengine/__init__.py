@@ -5,3 +5,7 @@ network boundary and never on :mod:`relay`.
 """
 
 __version__ = "0.1.0"
+
+from syncengine._startup import skip_httpx_cli as _skip_httpx_cli
+
+_skip_httpx_cli()
