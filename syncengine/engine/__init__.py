@@ -15,25 +15,60 @@ Submodules are imported lazily by the CLI, so ``syncengine status`` pays
 only for what it uses.
 """
 
-from syncengine.engine.connect import Connected, connect_store, read_token
-from syncengine.engine.cycle import PullReport, PushReport, ReprocessReport
-from syncengine.engine.engine import Engine, EngineStatus, SyncReport
-from syncengine.engine.errors import (
-    AlreadyConnected,
-    ConfigurationError,
-    ConnectFailed,
-    EngineError,
-    EngineLocked,
-    FailureRecord,
-    NotConnected,
-    PushOversized,
-    StopRequested,
-    TokenSourceRefused,
-    classify,
-)
-from syncengine.engine.limits import RunSettings
-from syncengine.engine.runloop import CycleOutcome, RunLoop, StopSignal
-from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
+from typing import TYPE_CHECKING
+
+from wire.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from syncengine.engine.connect import Connected, connect_store, read_token
+    from syncengine.engine.cycle import PullReport, PushReport, ReprocessReport
+    from syncengine.engine.engine import Engine, EngineStatus, SyncReport
+    from syncengine.engine.errors import (
+        AlreadyConnected,
+        ConfigurationError,
+        ConnectFailed,
+        EngineError,
+        EngineLocked,
+        FailureRecord,
+        NotConnected,
+        PushOversized,
+        StopRequested,
+        TokenSourceRefused,
+        classify,
+    )
+    from syncengine.engine.limits import RunSettings
+    from syncengine.engine.runloop import CycleOutcome, RunLoop, StopSignal
+    from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
+
+_EXPORTS: dict[str, str] = {
+    "Connected": "syncengine.engine.connect",
+    "connect_store": "syncengine.engine.connect",
+    "read_token": "syncengine.engine.connect",
+    "PullReport": "syncengine.engine.cycle",
+    "PushReport": "syncengine.engine.cycle",
+    "ReprocessReport": "syncengine.engine.cycle",
+    "Engine": "syncengine.engine.engine",
+    "EngineStatus": "syncengine.engine.engine",
+    "SyncReport": "syncengine.engine.engine",
+    "AlreadyConnected": "syncengine.engine.errors",
+    "ConfigurationError": "syncengine.engine.errors",
+    "ConnectFailed": "syncengine.engine.errors",
+    "EngineError": "syncengine.engine.errors",
+    "EngineLocked": "syncengine.engine.errors",
+    "FailureRecord": "syncengine.engine.errors",
+    "NotConnected": "syncengine.engine.errors",
+    "PushOversized": "syncengine.engine.errors",
+    "StopRequested": "syncengine.engine.errors",
+    "TokenSourceRefused": "syncengine.engine.errors",
+    "classify": "syncengine.engine.errors",
+    "RunSettings": "syncengine.engine.limits",
+    "CycleOutcome": "syncengine.engine.runloop",
+    "RunLoop": "syncengine.engine.runloop",
+    "StopSignal": "syncengine.engine.runloop",
+    "SecurityEntry": "syncengine.engine.security",
+    "SecurityHistory": "syncengine.engine.security",
+    "SecurityMode": "syncengine.engine.security",
+}
 
 __all__ = [
     "AlreadyConnected",
@@ -64,3 +99,6 @@ __all__ = [
     "connect_store",
     "read_token",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

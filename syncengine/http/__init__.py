@@ -13,41 +13,88 @@ specs/engine.md describes the behaviour as built. This package never
 imports :mod:`relay`.
 """
 
-from syncengine.http.client import ClientConfig, RelayBinding, RelayClient, check_endpoint
-from syncengine.http.connect import ConnectResult, connect
-from syncengine.http.credentials import Credential, Secret, load_credential, save_credential
-from syncengine.http.errors import (
-    AccessDenied,
-    BindingMismatch,
-    CipherPolicyViolation,
-    ClientUsageError,
-    CredentialStoreError,
-    DefinitiveFailure,
-    EngineState,
-    IntermediaryFailure,
-    InvalidRequest,
-    MessageConflict,
-    PairingTokenRejected,
-    ProtocolVersionUnsupported,
-    ProtocolViolation,
-    RateLimited,
-    ReadStateLimitExceeded,
-    RedirectRefused,
-    RelayClientError,
-    RelayRefusal,
-    RelayUnavailable,
-    RequestTooLarge,
-    ResponseTooLarge,
-    ResyncRequired,
-    SequenceExhausted,
-    TeamNotFound,
-    TlsVerificationFailed,
-    TransientFailure,
-    TransportFailure,
-    Unauthenticated,
-    UnsupportedCipher,
-)
-from syncengine.http.retry import RetryPolicy
+from typing import TYPE_CHECKING
+
+from wire.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from syncengine.http.client import ClientConfig, RelayBinding, RelayClient, check_endpoint
+    from syncengine.http.connect import ConnectResult, connect
+    from syncengine.http.credentials import Credential, Secret, load_credential, save_credential
+    from syncengine.http.errors import (
+        AccessDenied,
+        BindingMismatch,
+        CipherPolicyViolation,
+        ClientUsageError,
+        CredentialStoreError,
+        DefinitiveFailure,
+        EngineState,
+        IntermediaryFailure,
+        InvalidRequest,
+        MessageConflict,
+        PairingTokenRejected,
+        ProtocolVersionUnsupported,
+        ProtocolViolation,
+        RateLimited,
+        ReadStateLimitExceeded,
+        RedirectRefused,
+        RelayClientError,
+        RelayRefusal,
+        RelayUnavailable,
+        RequestTooLarge,
+        ResponseTooLarge,
+        ResyncRequired,
+        SequenceExhausted,
+        TeamNotFound,
+        TlsVerificationFailed,
+        TransientFailure,
+        TransportFailure,
+        Unauthenticated,
+        UnsupportedCipher,
+    )
+    from syncengine.http.retry import RetryPolicy
+
+_EXPORTS: dict[str, str] = {
+    "ClientConfig": "syncengine.http.client",
+    "RelayBinding": "syncengine.http.client",
+    "RelayClient": "syncengine.http.client",
+    "check_endpoint": "syncengine.http.client",
+    "ConnectResult": "syncengine.http.connect",
+    "Credential": "syncengine.http.credentials",
+    "Secret": "syncengine.http.credentials",
+    "load_credential": "syncengine.http.credentials",
+    "save_credential": "syncengine.http.credentials",
+    "AccessDenied": "syncengine.http.errors",
+    "BindingMismatch": "syncengine.http.errors",
+    "CipherPolicyViolation": "syncengine.http.errors",
+    "ClientUsageError": "syncengine.http.errors",
+    "CredentialStoreError": "syncengine.http.errors",
+    "DefinitiveFailure": "syncengine.http.errors",
+    "EngineState": "syncengine.http.errors",
+    "IntermediaryFailure": "syncengine.http.errors",
+    "InvalidRequest": "syncengine.http.errors",
+    "MessageConflict": "syncengine.http.errors",
+    "PairingTokenRejected": "syncengine.http.errors",
+    "ProtocolVersionUnsupported": "syncengine.http.errors",
+    "ProtocolViolation": "syncengine.http.errors",
+    "RateLimited": "syncengine.http.errors",
+    "ReadStateLimitExceeded": "syncengine.http.errors",
+    "RedirectRefused": "syncengine.http.errors",
+    "RelayClientError": "syncengine.http.errors",
+    "RelayRefusal": "syncengine.http.errors",
+    "RelayUnavailable": "syncengine.http.errors",
+    "RequestTooLarge": "syncengine.http.errors",
+    "ResponseTooLarge": "syncengine.http.errors",
+    "ResyncRequired": "syncengine.http.errors",
+    "SequenceExhausted": "syncengine.http.errors",
+    "TeamNotFound": "syncengine.http.errors",
+    "TlsVerificationFailed": "syncengine.http.errors",
+    "TransientFailure": "syncengine.http.errors",
+    "TransportFailure": "syncengine.http.errors",
+    "Unauthenticated": "syncengine.http.errors",
+    "UnsupportedCipher": "syncengine.http.errors",
+    "RetryPolicy": "syncengine.http.retry",
+}
 
 __all__ = [
     "AccessDenied",
@@ -91,3 +138,10 @@ __all__ = [
     "load_credential",
     "save_credential",
 ]
+
+
+# ``connect`` is also the name of a submodule: importing that submodule would
+# rebind the package attribute to the module, so the function is bound eagerly.
+from syncengine.http.connect import connect  # noqa: E402
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

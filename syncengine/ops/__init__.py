@@ -9,17 +9,35 @@ submodules; the package names only the types, so each submodule stays
 importable under its own name.
 """
 
-from syncengine.ops.apply_pull import ApplyResult
-from syncengine.ops.bindings import BindingKey, SyncBinding
-from syncengine.ops.errors import (
-    BindingMismatch,
-    StaleBinding,
-    SyncCorruptState,
-    SyncUsageError,
-    UnsupportedOperation,
-)
-from syncengine.ops.prepare_push import PrepareResult
-from syncengine.ops.reprocess import ReprocessResult
+from typing import TYPE_CHECKING
+
+from wire.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from syncengine.ops.apply_pull import ApplyResult
+    from syncengine.ops.bindings import BindingKey, SyncBinding
+    from syncengine.ops.errors import (
+        BindingMismatch,
+        StaleBinding,
+        SyncCorruptState,
+        SyncUsageError,
+        UnsupportedOperation,
+    )
+    from syncengine.ops.prepare_push import PrepareResult
+    from syncengine.ops.reprocess import ReprocessResult
+
+_EXPORTS: dict[str, str] = {
+    "ApplyResult": "syncengine.ops.apply_pull",
+    "BindingKey": "syncengine.ops.bindings",
+    "SyncBinding": "syncengine.ops.bindings",
+    "BindingMismatch": "syncengine.ops.errors",
+    "StaleBinding": "syncengine.ops.errors",
+    "SyncCorruptState": "syncengine.ops.errors",
+    "SyncUsageError": "syncengine.ops.errors",
+    "UnsupportedOperation": "syncengine.ops.errors",
+    "PrepareResult": "syncengine.ops.prepare_push",
+    "ReprocessResult": "syncengine.ops.reprocess",
+}
 
 __all__ = [
     "ApplyResult",
@@ -33,3 +51,6 @@ __all__ = [
     "SyncUsageError",
     "UnsupportedOperation",
 ]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
