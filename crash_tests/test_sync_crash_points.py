@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from syncengine.crash import CRASH_EXIT_CODE, CRASH_POINTS
+from syncengine.crash import CRASH_EXIT_CODE, STAGE1_CRASH_POINTS
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import SyncPullCursor, SyncPullMessage, SyncPushAck, dump_line
 from syncengine.store import Store
@@ -274,17 +274,17 @@ def _operation(point: str) -> tuple[str, Callable[[World], tuple[list[str], byte
 
 
 def test_every_crash_point_is_exercised_here() -> None:
-    assert all(any(p.startswith(prefix) for prefix in OPERATIONS) for p in CRASH_POINTS)
+    assert all(any(p.startswith(prefix) for prefix in OPERATIONS) for p in STAGE1_CRASH_POINTS)
 
 
 def test_crash_points_are_inert_unless_armed() -> None:
     from syncengine import crash
 
     assert crash.armed_point() is None
-    crash.crash_point(CRASH_POINTS[0])  # returns: nothing armed in this process
+    crash.crash_point(STAGE1_CRASH_POINTS[0])  # returns: nothing armed in this process
 
 
-@pytest.mark.parametrize("point", CRASH_POINTS)
+@pytest.mark.parametrize("point", STAGE1_CRASH_POINTS)
 def test_recovery_from_a_crash_converges_to_the_crash_free_run(tmp_path: Path, point: str) -> None:
     op, command, replay = _operation(point)
     key = new_key()

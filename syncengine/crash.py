@@ -17,13 +17,21 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["CRASH_EXIT_CODE", "CRASH_POINTS", "armed_point", "crash_point"]
+__all__ = [
+    "CRASH_EXIT_CODE",
+    "CRASH_POINTS",
+    "ENGINE_CRASH_POINTS",
+    "STAGE1_CRASH_POINTS",
+    "armed_point",
+    "crash_point",
+]
 
 #: Exit status of an injected crash (distinct from every driver status code).
 CRASH_EXIT_CODE = 77
 
-#: Every crash point, in the order an operation passes them.
-CRASH_POINTS: tuple[str, ...] = (
+#: The Stage-1 operations' crash points, in the order an operation passes them
+#: (proven by crash_tests/test_sync_crash_points.py).
+STAGE1_CRASH_POINTS: tuple[str, ...] = (
     # prepare_push: open the binding and take the work list (one transaction),
     # seal privately (no transaction), publish wire IDs + envelopes (one
     # transaction per chunk).
@@ -46,6 +54,28 @@ CRASH_POINTS: tuple[str, ...] = (
     "binding.retire.before_commit",
     "binding.retire.after_commit",
 )
+
+#: The engine's own state transitions (specs/engine.md "Crash points"; proven
+#: by crash_tests/test_engine_state_crash_points.py), in the order passed.
+ENGINE_CRASH_POINTS: tuple[str, ...] = (
+    # connect: the 0600 credential file is written (atomic rename) before its
+    # one store transaction.
+    "engine.connect.credential_written",
+    "engine.connect.before_commit",
+    "engine.connect.after_commit",
+    # the outcome of push/pull/sync/reprocess recorded in engine_status.
+    "engine.record.before_commit",
+    "engine.record.after_commit",
+    # ``security set``: one security-history append.
+    "engine.security.before_commit",
+    "engine.security.after_commit",
+    # ``security identity``: the identity path of the age-v1 epoch.
+    "engine.identity.before_commit",
+    "engine.identity.after_commit",
+)
+
+#: Every crash point: the Stage-1 ones, then the engine's.
+CRASH_POINTS: tuple[str, ...] = STAGE1_CRASH_POINTS + ENGINE_CRASH_POINTS
 
 _ARMED: str | None = os.environ.get("SYNCENGINE_CRASH_AT") or None
 

@@ -6,14 +6,18 @@ half-connected:
 
 1. every local input is validated first — security mode, age-v1 epoch
    (key_id + recipients file), identity (must belong to the manifest), the
-   team not already connected, the credential file not already present —
+   team not already connected, the credential file not already present
+   (except an interrupted connect's orphan at the default path, which is
+   renamed aside once pairing succeeds: :func:`_orphan_credential`) —
    so a mistake never burns the one-time token;
 2. :func:`syncengine.http.connect` runs health → exchange → verification
    and persists nothing;
 3. the bearer credential is written to its own 0600 file (atomic rename);
 4. one store transaction writes the local team (if new), the Stage-1
    binding, the connection row, local security revision 0 (effective from
-   sequence 1, the chosen mode) and the status row. If it fails the
+   sequence 1, the chosen mode) and the status row — crash points
+   ``engine.connect.credential_written``, ``.before_commit`` and
+   ``.after_commit`` bracket it. If it fails the
    credential file is removed and the relay credential revoked (best
    effort), and :class:`ConnectFailed` says so.
 
@@ -25,6 +29,7 @@ user through ``ps`` and ``/proc``, and lands in shell history.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -36,6 +41,7 @@ from urllib.parse import quote
 
 import httpx
 
+from syncengine.crash import crash_point
 from syncengine.engine import state as st
 from syncengine.engine.errors import (
     AlreadyConnected,
@@ -46,7 +52,7 @@ from syncengine.engine.errors import (
 from syncengine.engine.security import SecurityMode
 from syncengine.http.client import ClientConfig, RelayClient
 from syncengine.http.connect import connect as http_connect
-from syncengine.http.credentials import Secret, save_credential
+from syncengine.http.credentials import Secret, load_credential, save_credential
 from syncengine.ops.bindings import BindingKey
 from syncengine.store import Store
 from syncengine.store.connection import read_transaction, write_transaction
@@ -56,6 +62,8 @@ from wire.errors import WireError
 from wire.scalars import format_timestamp
 
 __all__ = ["Connected", "EpochConfig", "connect_store", "default_credential_path", "read_token"]
+
+_log = logging.getLogger(__name__)
 
 #: A pairing token is at most 1024 characters; read a little more to notice junk.
 _MAX_TOKEN_READ = 4096
@@ -158,6 +166,8 @@ class Connected:
     mode: SecurityMode
     epoch: EpochConfig | None
     write_allowed_ciphers: tuple[str, ...]
+    #: An interrupted connect's credential file, renamed aside (not deleted).
+    orphaned_credential_file: Path | None = None
 
     def to_obj(self) -> dict[str, object]:
         return {
@@ -173,6 +183,9 @@ class Connected:
             "security_mode": self.mode.value,
             "age_v1_key_id": self.epoch.key_id if self.epoch else None,
             "write_allowed_ciphers": list(self.write_allowed_ciphers),
+            "orphaned_credential_file": (
+                str(self.orphaned_credential_file) if self.orphaned_credential_file else None
+            ),
         }
 
 
@@ -217,20 +230,25 @@ def connect_store(
             if credential_file
             else default_credential_path(store.path, team)
         )
+        orphan = None
         if cred_path.exists() or cred_path.is_symlink():
-            raise ConfigurationError(
-                f"credential file {cred_path} already exists",
-                remediation="If an earlier connect was interrupted, remove the file and ask "
-                "the relay operator to revoke its credential; otherwise choose "
-                "--credential-file.",
-            )
+            orphan = _orphan_credential(cred_path) if credential_file is None else None
+            if orphan is None:
+                raise ConfigurationError(
+                    f"credential file {cred_path} already exists",
+                    remediation="If an earlier connect was interrupted, remove the file and ask "
+                    "the relay operator to revoke its credential; otherwise choose "
+                    "--credential-file.",
+                )
         cred_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
 
         result = http_connect(
             endpoint, token, config=client_config, transport=transport, sleep=sleep, clock=clock
         )
         key = BindingKey(team, result.server_instance_id, result.team_id)
+        orphaned = _set_aside(cred_path, orphan) if orphan is not None else None
         save_credential(cred_path, result.credential)
+        crash_point("engine.connect.credential_written")
         now = format_timestamp(datetime.now(UTC))
         try:
             with write_transaction(store.conn, store.path) as conn:
@@ -247,6 +265,7 @@ def connect_store(
                     mode=security,
                     now=now,
                 )
+                crash_point("engine.connect.before_commit")
         except BaseException as exc:
             with contextlib.suppress(OSError):
                 cred_path.unlink()
@@ -257,6 +276,7 @@ def connect_store(
             raise ConnectFailed(
                 f"could not record the connection in the store: {exc}{note}"
             ) from exc
+        crash_point("engine.connect.after_commit")
         return Connected(
             key=key,
             endpoint=result.endpoint,
@@ -266,9 +286,42 @@ def connect_store(
             mode=security,
             epoch=epoch,
             write_allowed_ciphers=result.capabilities.current_policy.write_allowed_ciphers,
+            orphaned_credential_file=orphaned,
         )
     finally:
         store.close()
+
+
+def _orphan_credential(path: Path) -> str | None:
+    """The credential ID of a file left at the store's own default path by a
+    connect that died between writing it and committing (crash points
+    ``engine.connect.credential_written`` / ``engine.connect.before_commit``).
+
+    Only called when the store has no connection for the team, so nothing
+    refers to the file. ``None`` (refuse, as before) unless it is a regular,
+    private, valid credential file of this user: anything else is not ours
+    to move.
+    """
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        return load_credential(path).credential_id
+    except Exception:
+        return None
+
+
+def _set_aside(path: Path, credential_id: str) -> Path:
+    """Rename an orphan credential out of the way (kept, still 0600, so the
+    operator can have it revoked); never deleted silently."""
+    aside = path.with_name(f"{path.stem}.orphan-{credential_id}{path.suffix}")
+    os.replace(path, aside)
+    _log.warning(
+        "set aside orphan credential %s from an interrupted connect as %s; "
+        "ask the relay operator to revoke it",
+        credential_id,
+        aside,
+    )
+    return aside
 
 
 def _refuse_if_connected(store: Store, team: str) -> None:

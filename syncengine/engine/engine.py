@@ -29,6 +29,7 @@ from typing import Any, TextIO, TypeVar
 
 import httpx
 
+from syncengine.crash import crash_point
 from syncengine.engine import state as st
 from syncengine.engine.cycle import (
     CycleContext,
@@ -266,9 +267,14 @@ class Engine:
             progress=self._progress,
         )
 
-    def _write(self, action: Callable[[Any], T]) -> T:
+    def _write(self, point: str, action: Callable[[Any], T]) -> T:
+        """One write transaction, bracketed by the crash points ``point.before_commit``
+        and ``point.after_commit`` (syncengine/crash.py)."""
         with write_transaction(self.store.conn, self.store.path) as conn:
-            return action(conn)
+            result = action(conn)
+            crash_point(f"{point}.before_commit")
+        crash_point(f"{point}.after_commit")
+        return result
 
     @contextmanager
     def _recorded(self, *, pulled: bool) -> Iterator[None]:
@@ -289,7 +295,7 @@ class Engine:
                 st.record_failure(conn, pk, failure, now)
 
             try:
-                self._write(record)
+                self._write("engine.record", record)
             except Exception as secondary:  # keep the original failure visible
                 _log.error("could not record the failure: %s", secondary)
             _log.warning("%s: %s", failure.code, failure.message)
@@ -301,7 +307,7 @@ class Engine:
                 st.clear_resync(conn, pk)
             st.record_success(conn, pk, now)
 
-        self._write(success)
+        self._write("engine.record", success)
 
     # -- operations ---------------------------------------------------------------------
 
@@ -369,7 +375,7 @@ class Engine:
             st.append_security_entry(conn, pk, history.current, _now())
             return history.current
 
-        return self._write(append)
+        return self._write("engine.security", append)
 
     def set_identity(self, identity_file: str | os.PathLike[str]) -> None:
         """Install the identity for the configured age-v1 epoch (by path).
@@ -385,7 +391,9 @@ class Engine:
             )
         path = Path(identity_file).absolute()
         identity = _read_identity(c, path)
-        self._write(lambda conn: st.set_identity_path(conn, c.binding_pk, str(path)))
+        self._write(
+            "engine.identity", lambda conn: st.set_identity_path(conn, c.binding_pk, str(path))
+        )
         self.connection = _replace_identity(c, str(path))
         self._identity, self._identity_loaded = identity, True
 

@@ -20,8 +20,10 @@ from syncengine.crash import CRASH_EXIT_CODE, CRASH_POINTS
 from tests.e2e.conftest import LeanTeam, exactly_once, relay_counts, run_cli
 from tests.relay.live import LiveRelay
 
-#: The engine command that passes each crash point (None: no engine command
-#: retires a binding, so those points must never fire during a cycle).
+#: The engine command that passes each crash point (None: no cycle reaches it,
+#: so it must never fire during one — no engine command retires a binding, and
+#: connect / ``security set`` / ``security identity`` are killed and restarted
+#: in crash_tests/test_engine_state_crash_points.py).
 REACHED_BY: dict[str, str | None] = {
     "prepare.begin.before_commit": "sync",
     "prepare.begin.after_commit": "sync",
@@ -37,6 +39,15 @@ REACHED_BY: dict[str, str | None] = {
     "binding.bind.after_commit": "sync",
     "binding.retire.before_commit": None,
     "binding.retire.after_commit": None,
+    "engine.connect.credential_written": None,
+    "engine.connect.before_commit": None,
+    "engine.connect.after_commit": None,
+    "engine.record.before_commit": "sync",
+    "engine.record.after_commit": "sync",
+    "engine.security.before_commit": None,
+    "engine.security.after_commit": None,
+    "engine.identity.before_commit": None,
+    "engine.identity.after_commit": None,
 }
 
 

@@ -1,0 +1,199 @@
+"""Kill the engine's own state transitions at their named crash points, then
+restart (specs/engine.md "Crash points").
+
+Each case runs the real command (``syncengine connect`` / ``sync`` /
+``security set`` / ``security identity``) as its own process against a real
+relay on 127.0.0.1 with ``SYNCENGINE_CRASH_AT=<point>``, asserts exit 77,
+then checks the store the crash left and that the engine carries on:
+
+* connect, before commit: no half-connected binding (no engine row, no
+  Stage-1 binding); the orphan credential file stays, and a re-run with a
+  fresh token sets it aside (never deletes it) and connects;
+* connect, after commit: connected, ``status`` and ``sync`` work;
+* record / security / identity: the store opens with the previous durable
+  state (before commit) or the new one (after commit), and the next ``sync``
+  converges exactly once.
+
+The cycle-level view of ``engine.record.*`` (both machines converge, nothing
+left on the relay) is also in tests/e2e/test_engine_crash_points.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import stat
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from syncengine.crash import CRASH_EXIT_CODE, ENGINE_CRASH_POINTS
+from syncengine.engine.connect import default_credential_path
+from syncengine.store import Store
+from tests.e2e.conftest import MEMBERS, LeanTeam, Machine, exactly_once, run_cli
+from tests.relay.live import LiveRelay, running_relay
+
+CONNECT = ("engine.connect.credential_written", "engine.connect.before_commit")
+CLIResult = subprocess.CompletedProcess[str]
+EXPECTED = sorted([("alice", "bob", "a1"), ("bob", "alice", "b1")])
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
+    db = tmp_path_factory.mktemp("engine-crash-relay") / "relay.db"
+    with running_relay(db, "--no-access-log") as relay:
+        yield relay
+
+
+def test_every_engine_point_is_exercised_here() -> None:
+    engine_points = set(ENGINE_CRASH_POINTS)
+    covered = {*CONNECT, "engine.connect.after_commit"}
+    covered |= {f"engine.{t}.{w}_commit" for t in ("record", "security", "identity")
+                for w in ("before", "after")}  # fmt: skip
+    assert engine_points == covered
+
+
+def _rows(machine: Machine, sql: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(machine.store)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def _connect_cli(team: LeanTeam, machine: Machine, point: str | None = None) -> CLIResult:
+    token_file = machine.store.parent / "token"
+    token_file.write_text(team.token().reveal() + "\n")
+    return run_cli(
+        machine, "connect", "--endpoint", team.endpoint, "--token", f"@{token_file}",
+        "--team", "crew", "--security", "plaintext-allowed", "--json",
+        env={"SYNCENGINE_CRASH_AT": point} if point else None,
+    )  # fmt: skip
+
+
+def _connect(team: LeanTeam, machine: Machine) -> dict[str, object]:
+    result = _connect_cli(team, machine)
+    assert result.returncode == 0, result.stderr
+    with Store(machine.store) as store:
+        store.add_members("crew", list(MEMBERS))
+    obj: dict[str, object] = json.loads(result.stdout)
+    return obj
+
+
+def _crash_connect(team: LeanTeam, machine: Machine, point: str) -> None:
+    result = _connect_cli(team, machine, point)
+    assert result.returncode == CRASH_EXIT_CODE, result.stderr
+
+
+def _status(machine: Machine) -> dict[str, object]:
+    result = run_cli(machine, "status", "--json")
+    assert result.returncode == 0, result.stderr
+    obj: dict[str, object] = json.loads(result.stdout)
+    return obj
+
+
+def _converges(a: Machine, b: Machine) -> None:
+    """One crash-free ``sync`` of ``a`` (a process) and ``b`` pushes and pulls everything."""
+    restarted = run_cli(a, "sync")
+    assert restarted.returncode == 0, restarted.stderr
+    b.sync()
+    assert exactly_once(a) == exactly_once(b) == EXPECTED
+    assert _status(a)["state"] == "ok"
+
+
+@pytest.mark.parametrize("point", CONNECT)
+def test_connect_killed_before_commit_leaves_no_binding_and_reconnects(
+    live: LiveRelay, tmp_path: Path, point: str
+) -> None:
+    team = LeanTeam(live, tmp_path)
+    (tmp_path / "a").mkdir()
+    a = Machine("a", tmp_path / "a" / "store.db")
+    _crash_connect(team, a, point)
+    cred = default_credential_path(a.store, "crew")
+    assert cred.is_file()  # the orphan: written, never referenced by the store
+    assert _rows(a, "SELECT count(*) FROM engine_bindings") == [(0,)]
+    assert _rows(a, "SELECT count(*) FROM sync_bindings") == [(0,)]
+    assert run_cli(a, "status").returncode != 0  # not connected, not half-connected
+
+    connected = _connect(team, a)  # fresh token; the orphan must not block it
+    aside = Path(str(connected["orphaned_credential_file"]))
+    assert aside.parent == cred.parent and aside.is_file()
+    assert stat.S_IMODE(aside.stat().st_mode) == 0o600  # kept private for revocation
+    assert Path(str(connected["credential_file"])) == cred and cred.is_file()
+    assert _rows(a, "SELECT count(*) FROM engine_bindings") == [(1,)]
+    b = team.machine("b")
+    a.send("alice", "bob", "a1")
+    b.send("bob", "alice", "b1")
+    b.sync()
+    _converges(a, b)
+
+
+def test_connect_killed_after_commit_is_connected(live: LiveRelay, tmp_path: Path) -> None:
+    team = LeanTeam(live, tmp_path)
+    (tmp_path / "a").mkdir()
+    a = Machine("a", tmp_path / "a" / "store.db")
+    _crash_connect(team, a, "engine.connect.after_commit")
+    with Store(a.store) as store:
+        store.add_members("crew", list(MEMBERS))
+    status = _status(a)
+    assert status["security"]["mode"] == "plaintext-allowed"  # type: ignore[index]
+    assert Path(str(status["credential_file"])).is_file()
+    again = _connect_cli(team, a)
+    assert again.returncode == 7 and "already connected" in again.stderr
+    b = team.machine("b")
+    a.send("alice", "bob", "a1")
+    b.send("bob", "alice", "b1")
+    b.sync()
+    _converges(a, b)
+
+
+def _pair(live: LiveRelay, tmp_path: Path, *, age: bool = False) -> tuple[Machine, Machine]:
+    team = LeanTeam(live, tmp_path)
+    a, b = team.age_machines("a", "b") if age else (team.machine("a"), team.machine("b"))
+    a.send("alice", "bob", "a1")
+    b.send("bob", "alice", "b1")
+    b.sync()
+    return a, b
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_sync_killed_recording_its_outcome(live: LiveRelay, tmp_path: Path, when: str) -> None:
+    a, b = _pair(live, tmp_path)
+    crashed = run_cli(a, "sync", env={"SYNCENGINE_CRASH_AT": f"engine.record.{when}_commit"})
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    recorded = _rows(a, "SELECT last_success_at FROM engine_status")
+    # connect wrote the row with no success; only the commit records one.
+    assert (recorded[0][0] is None) == (when == "before")
+    _converges(a, b)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_security_set_killed_at_its_append(live: LiveRelay, tmp_path: Path, when: str) -> None:
+    a, b = _pair(live, tmp_path)
+    # the mode is re-asserted, so the check is the durable history, not a policy change
+    crashed = run_cli(a, "security", "set", "plaintext-allowed",
+                      env={"SYNCENGINE_CRASH_AT": f"engine.security.{when}_commit"})  # fmt: skip
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    revisions = _rows(a, "SELECT revision FROM engine_security_history ORDER BY revision")
+    assert revisions == ([(0,)] if when == "before" else [(0,), (1,)])
+    history = _status(a)["security"]["history"]  # type: ignore[index]
+    assert len(history) == len(revisions)
+    _converges(a, b)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_identity_install_killed_at_its_commit(live: LiveRelay, tmp_path: Path, when: str) -> None:
+    a, b = _pair(live, tmp_path, age=True)
+    (old,) = _rows(a, "SELECT identity_path FROM engine_bindings")[0]
+    moved = tmp_path / "a-moved.key"
+    shutil.copy2(str(old), moved)
+    moved.chmod(0o600)
+    crashed = run_cli(a, "security", "identity", str(moved),
+                      env={"SYNCENGINE_CRASH_AT": f"engine.identity.{when}_commit"})  # fmt: skip
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    (now,) = _rows(a, "SELECT identity_path FROM engine_bindings")[0]
+    assert now == (old if when == "before" else str(moved))
+    _converges(a, b)
