@@ -16,7 +16,7 @@ import re
 
 from syncengine.store.errors import InvalidInput
 from wire.errors import WireError
-from wire.scalars import check_agent_name, check_team_name, check_uuid7
+from wire.scalars import check_agent_name, check_team_name, check_uuid7, parse_seq
 
 __all__ = [
     "check_cursor_token",
@@ -27,7 +27,6 @@ __all__ = [
 
 _LEGACY_ID = re.compile(r"[1-9][0-9]{0,18}")
 _UUID_ANY = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
-_CURSOR = re.compile(r"0|[1-9][0-9]{0,18}")
 
 
 def check_local_team(text: object, field: str = "team") -> str:
@@ -78,9 +77,11 @@ def check_new_message_id(text: object, field: str = "id") -> str:
 
 def check_cursor_token(text: object, field: str = "cursor") -> int:
     """Our delivery cursors are canonical decimal log positions."""
-    if not isinstance(text, str) or _CURSOR.fullmatch(text) is None:
-        raise InvalidInput(field, "cursor must be a token issued by this store (decimal position)")
-    value = int(text)
-    if value > 2**63 - 1:
-        raise InvalidInput(field, "cursor is out of range")
-    return value
+    try:
+        return parse_seq(text, field)
+    except WireError:
+        if isinstance(text, str) and text.isascii() and text.isdigit() and text[0] != "0":
+            raise InvalidInput(field, "cursor is out of range") from None
+        raise InvalidInput(
+            field, "cursor must be a token issued by this store (decimal position)"
+        ) from None
