@@ -19,7 +19,7 @@ from wire.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from syncengine.http.client import ClientConfig, RelayBinding, RelayClient, check_endpoint
-    from syncengine.http.connect import ConnectResult, connect
+    from syncengine.http.connect import ConnectResult
     from syncengine.http.credentials import Credential, Secret, load_credential, save_credential
     from syncengine.http.errors import (
         AccessDenied,
