@@ -259,35 +259,17 @@ def _push(args: argparse.Namespace) -> int:
     from syncengine.engine.limits import CATCH_UP_PUSH_LIMIT, STEADY_PUSH_LIMIT
 
     def work(engine: Any) -> int:
-        if not args.all:
-            report = engine.push(args.limit or STEADY_PUSH_LIMIT)
+        # --all drains the backlog one bounded push at a time: each prepares,
+        # sends and reconciles at most --limit messages, so memory stays one
+        # push wide and every acknowledgement is durable as it comes.
+        if args.all:
+            report = engine.push_all(args.limit or CATCH_UP_PUSH_LIMIT)
         else:
-            # A backlog drains one bounded push at a time: each prepares,
-            # sends and reconciles at most --limit messages, so memory stays
-            # one push wide and every acknowledgement is durable as it comes.
-            last = report = engine.push(args.limit or CATCH_UP_PUSH_LIMIT)
-            while last.saturated and last.allow_new:
-                last = engine.push(last.limit)
-                report = _merged(report, last)
+            report = engine.push(args.limit or STEADY_PUSH_LIMIT)
         _emit(args, {"ok": True, "push": _push_obj(report)}, _push_text(report))
         return 0
 
     return _locked(args, work)
-
-
-def _merged(total: Any, report: Any) -> Any:
-    """Two consecutive push reports as one (counts add; the later state wins)."""
-    from dataclasses import replace
-
-    return replace(
-        report,
-        candidates=total.candidates + report.candidates,
-        batches=total.batches + report.batches,
-        splits=total.splits + report.splits,
-        stored=total.stored + report.stored,
-        duplicate=total.duplicate + report.duplicate,
-        sealed_blocked=total.sealed_blocked + report.sealed_blocked,
-    )
 
 
 def _pull(args: argparse.Namespace) -> int:

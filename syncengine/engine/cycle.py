@@ -28,6 +28,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 from syncengine.engine.batching import plan_batches
 from syncengine.engine.errors import PushOversized
@@ -55,9 +56,11 @@ from wire.profiles import Binding, OpenContext, open_envelope, supported_ciphers
 
 __all__ = [
     "CycleContext",
+    "Overlap",
     "PullReport",
     "PushReport",
     "ReprocessReport",
+    "drain_push",
     "evaluate",
     "pull_all",
     "push_once",
@@ -65,7 +68,14 @@ __all__ = [
     "send_batches",
 ]
 
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+    from syncengine.ops.prepare_push import PrepareResult
+
 _log = logging.getLogger("syncengine.engine")
+A = TypeVar("A")
+R = TypeVar("R")
 
 
 @dataclass
@@ -138,9 +148,55 @@ class _SendTally:
     duplicate: int = 0
     push_cursor: int = 0
 
+    def add(self, other: _SendTally) -> None:
+        self.batches += other.batches
+        self.splits += other.splits
+        self.stored += other.stored
+        self.duplicate += other.duplicate
+        self.push_cursor = other.push_cursor
+
+
+class Overlap:
+    """Runs ``work`` on the calling thread while one network call runs on
+    ``pool``'s worker thread.
+
+    Only the relay call moves to the worker: every store transaction stays
+    on the engine's thread and connection. The call's result (or error) is
+    always waited for, even when ``work`` fails, so acknowledgements the
+    relay gave are recorded; ``work``'s failure is kept for :meth:`reraise`.
+    """
+
+    def __init__(self, pool: Executor, work: Callable[[], None]) -> None:
+        self._pool = pool
+        self._work: Callable[[], None] | None = work
+        self._failure: BaseException | None = None
+
+    def around(self, call: Callable[[A], R], argument: A) -> R:
+        future = self._pool.submit(call, argument)
+        work, self._work = self._work, None
+        if work is not None:
+            try:
+                work()
+            except BaseException as exc:  # surfaced by reraise(), after the POST
+                self._failure = exc
+        try:
+            return future.result()
+        except BaseException:
+            if self._failure is not None:
+                _log.error("overlapped work failed too: %s", self._failure)
+            raise
+
+    def reraise(self) -> None:
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
+
 
 def send_batches(
-    ctx: CycleContext, candidates: Sequence[SyncPushCandidate], progress: Progress
+    ctx: CycleContext,
+    candidates: Sequence[SyncPushCandidate],
+    progress: Progress,
+    overlap: Overlap | None = None,
 ) -> _SendTally:
     """POST every candidate, reconciling after each acknowledged batch.
 
@@ -148,13 +204,22 @@ def send_batches(
     envelopes); a single message that is still too large is
     :class:`PushOversized`. Any other failure surfaces after the earlier
     batches' acknowledgements were recorded.
+
+    With ``overlap``, the last batch's POST runs on the overlap's worker
+    thread while its ``work`` runs here; the POST's acknowledgements are
+    recorded before a failure of ``work`` surfaces.
     """
     tally = _SendTally()
 
-    def send(batch: Sequence[SyncPushCandidate]) -> None:
+    def post(batch: Sequence[SyncPushCandidate], overlap: Overlap | None) -> PushResponse:
         request = MessageBatch(tuple(OutgoingMessage(c.wire_id, c.envelope) for c in batch))
+        if overlap is None:
+            return ctx.client.post_messages(request)
+        return overlap.around(ctx.client.post_messages, request)
+
+    def send(batch: Sequence[SyncPushCandidate], overlap: Overlap | None) -> None:
         try:
-            response = ctx.client.post_messages(request)
+            response = post(batch, overlap)
         except RequestTooLarge:
             if len(batch) == 1:
                 raise PushOversized(
@@ -164,14 +229,17 @@ def send_batches(
             tally.splits += 1
             middle = len(batch) // 2
             _log.info("push.split %d -> %d + %d", len(batch), middle, len(batch) - middle)
-            send(batch[:middle])
-            send(batch[middle:])
+            send(batch[:middle], None)
+            send(batch[middle:], None)
             return
         _reconcile(ctx, batch, response, tally)
         progress.add(len(batch))
 
-    for batch in plan_batches(candidates):
-        send(batch)
+    batches = plan_batches(candidates)
+    for index, batch in enumerate(batches):
+        send(batch, overlap if index == len(batches) - 1 else None)
+    if overlap is not None:
+        overlap.reraise()
     return tally
 
 
@@ -193,35 +261,107 @@ def _reconcile(
     _log.info("push.reconciled %d acks, push cursor %d", len(acks), result.push_cursor)
 
 
-def push_once(ctx: CycleContext, limit: int) -> PushReport:
-    """One push: preflight, prepare at most ``limit`` candidates, send, reconcile."""
+def _plan(ctx: CycleContext) -> tuple[WritePlan, SyncPrepare]:
+    """Capabilities preflight → effective write set → the prepare request."""
     caps = ctx.client.capabilities()
     plan = plan_write(
         caps, supported_ciphers(), ctx.history(), age_configured=ctx.connection.age_configured
     )
     if not plan.allow_new:
         _log.warning("push.blocked: %s", plan.reason)
-    request = _prepare_request(plan, caps, ctx.connection)
+    return plan, _prepare_request(plan, caps, ctx.connection)
+
+
+def _report(
+    limit: int, plan: WritePlan, candidates: int, blocked: int, tally: _SendTally
+) -> PushReport:
+    return PushReport(
+        limit=limit,
+        cipher=plan.cipher,
+        blocked_reason=plan.reason,
+        candidates=candidates,
+        batches=tally.batches,
+        splits=tally.splits,
+        stored=tally.stored,
+        duplicate=tally.duplicate,
+        sealed_blocked=blocked,
+        push_cursor=tally.push_cursor,
+    )
+
+
+def _push_cursor(ctx: CycleContext) -> int:
+    binding = ctx.store.sync_binding(ctx.key)
+    return binding.push_cursor if binding is not None else 0
+
+
+def push_once(ctx: CycleContext, limit: int) -> PushReport:
+    """One push: preflight, prepare at most ``limit`` candidates, send, reconcile."""
+    plan, request = _plan(ctx)
     prepared = ctx.store.sync_prepare_push(ctx.key, request, limit)
     candidates = prepared.candidates
     progress = ctx.progress("push")
     tally = send_batches(ctx, candidates, progress) if candidates else _SendTally()
     progress.done()
     if not candidates:
-        binding = ctx.store.sync_binding(ctx.key)
-        tally.push_cursor = binding.push_cursor if binding is not None else 0
-    return PushReport(
-        limit=limit,
-        cipher=plan.cipher,
-        blocked_reason=plan.reason,
-        candidates=len(candidates),
-        batches=tally.batches,
-        splits=tally.splits,
-        stored=tally.stored,
-        duplicate=tally.duplicate,
-        sealed_blocked=len(prepared.blocked),
-        push_cursor=tally.push_cursor,
-    )
+        tally.push_cursor = _push_cursor(ctx)
+    return _report(limit, plan, len(candidates), len(prepared.blocked), tally)
+
+
+def drain_push(ctx: CycleContext, limit: int) -> PushReport:
+    """Push rounds of at most ``limit`` candidates until a round is not full.
+
+    Every round is a whole push — preflight, prepare, POST, reconcile — but
+    round *r + 1* is prepared (sealed and published) while round *r*'s last
+    POST is on the wire, so sealing and storing overlap the relay's work
+    instead of waiting for it (specs/engine.md "Draining a backlog"). This
+    keeps every rule of a single push:
+
+    - round *r + 1* prepares after round *r*'s last local position, so the
+      reservations in flight are not emitted twice; they are durable and
+      unacknowledged until reconciled, so a crash anywhere re-emits them;
+    - POSTs stay one at a time and in position order, and each batch is
+      reconciled before the next is sent, so the push cursor advances as in
+      a serial push;
+    - round *r + 1* uses the write set read at round *r*'s preflight, one
+      round trip old — the same window a single push has between its
+      preflight and its POST.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    total = _SendTally()
+    candidates_seen = blocked_seen = 0
+    progress = ctx.progress("push")
+    with ThreadPoolExecutor(1, thread_name_prefix="syncengine-post") as pool:
+        plan, request = _plan(ctx)
+        prepared = ctx.store.sync_prepare_push(ctx.key, request, limit)
+        while True:
+            candidates = prepared.candidates
+            candidates_seen += len(candidates)
+            blocked_seen += len(prepared.blocked)
+            if not candidates:
+                total.push_cursor = _push_cursor(ctx)
+                break
+            nxt: list[PrepareResult] = []
+            if len(candidates) >= limit:
+                after = candidates[-1].local_position
+
+                def prepare_next(
+                    request: SyncPrepare = request,
+                    after: int = after,
+                    nxt: list[PrepareResult] = nxt,
+                ) -> None:
+                    nxt.append(ctx.store.sync_prepare_push(ctx.key, request, limit, after))
+
+                tally = send_batches(ctx, candidates, progress, Overlap(pool, prepare_next))
+            else:
+                tally = send_batches(ctx, candidates, progress)
+            total.add(tally)
+            if not nxt:
+                break
+            plan, request = _plan(ctx)
+            prepared = nxt[0]
+    progress.done()
+    return _report(limit, plan, candidates_seen, blocked_seen, total)
 
 
 # -- evaluation ---------------------------------------------------------------------

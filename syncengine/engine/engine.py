@@ -36,12 +36,18 @@ from syncengine.engine.cycle import (
     PullReport,
     PushReport,
     ReprocessReport,
+    drain_push,
     pull_all,
     push_once,
     reprocess_all,
 )
 from syncengine.engine.errors import ConfigurationError, StopRequested, classify
-from syncengine.engine.limits import PULL_PAGE_LIMIT, REPROCESS_PAGE_LIMIT, STEADY_PUSH_LIMIT
+from syncengine.engine.limits import (
+    CATCH_UP_PUSH_LIMIT,
+    PULL_PAGE_LIMIT,
+    REPROCESS_PAGE_LIMIT,
+    STEADY_PUSH_LIMIT,
+)
 from syncengine.engine.lock import EngineLock, lock_path_for
 from syncengine.engine.progress import progress_for
 from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
@@ -315,6 +321,12 @@ class Engine:
         """Preflight, prepare at most ``limit`` candidates, POST, reconcile."""
         with self._recorded(pulled=False):
             return push_once(self._context(), limit)
+
+    def push_all(self, limit: int = CATCH_UP_PUSH_LIMIT) -> PushReport:
+        """Drain the whole backlog in pushes of at most ``limit``, each round
+        prepared while the previous one is on the wire (``push --all``)."""
+        with self._recorded(pulled=False):
+            return drain_push(self._context(), limit)
 
     def pull(self, page_limit: int = PULL_PAGE_LIMIT) -> PullReport:
         """Pull and apply every page until the relay has nothing more."""

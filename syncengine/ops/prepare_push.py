@@ -245,11 +245,11 @@ def _stored_candidate(row: tuple[Any, ...]) -> SyncPushCandidate:
     return SyncPushCandidate(row[0], row[1], row[2], envelope)
 
 
-def _open_candidates(conn: Any, binding_pk: int, limit: int) -> list[SyncPushCandidate]:
+def _open_candidates(conn: Any, binding_pk: int, limit: int, after: int) -> list[SyncPushCandidate]:
     rows = conn.execute(
         _OPEN_SELECT + " WHERE p.binding_pk = ? AND p.state != 'acked' AND p.state = 'reserved'"
-        " ORDER BY p.local_position LIMIT ?",
-        (binding_pk, limit),
+        " AND p.local_position > ? ORDER BY p.local_position LIMIT ?",
+        (binding_pk, after, limit),
     ).fetchall()
     return [_stored_candidate(row) for row in rows]
 
@@ -371,13 +371,29 @@ def _publish(
 
 
 def prepare_push(
-    conn: Any, path: Path, key: BindingKey, request: SyncPrepare, limit: int, now: str
+    conn: Any,
+    path: Path,
+    key: BindingKey,
+    request: SyncPrepare,
+    limit: int,
+    now: str,
+    after: int = 0,
 ) -> PrepareResult:
-    """Run one prepare; returns ``sync_state`` and the ordered candidates."""
+    """Run one prepare; returns ``sync_state`` and the ordered candidates.
+
+    ``after`` (engine use only; the driver verb always starts at 0) skips
+    published reservations at or below that local position: the engine's
+    pipelined drain passes the last position of a batch still in flight, so
+    the next round does not emit it a second time. Nothing is lost by the
+    skip: the skipped reservations stay durable and unacknowledged, so any
+    later prepare from 0 emits them again.
+    """
     check_limit(limit)
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise InvalidInput("after", "must be a non-negative local position")
     with sync_transaction(conn, path, "prepare.begin"):
         binding = open_binding(conn, key, now)
-        existing = _open_candidates(conn, binding.pk, limit)
+        existing = _open_candidates(conn, binding.pk, limit, after)
         work = _work_list(conn, binding, request, limit - len(existing))
     state = SyncState(binding.driver_generation, binding.transport_cursor)
     candidates = list(existing)

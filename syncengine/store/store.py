@@ -278,10 +278,12 @@ class Store:
         with sync_transaction(self.conn, self.path, "binding.retire") as conn:
             return retire_binding(conn, key, expected_revision)
 
-    def sync_prepare_push(self, key: BindingKey, request: SyncPrepare, limit: int) -> PrepareResult:
+    def sync_prepare_push(
+        self, key: BindingKey, request: SyncPrepare, limit: int, after: int = 0
+    ) -> PrepareResult:
         from syncengine.ops.prepare_push import prepare_push
 
-        return prepare_push(self.conn, self.path, key, request, limit, _now())
+        return prepare_push(self.conn, self.path, key, request, limit, _now(), after)
 
     def sync_reconcile_push(
         self, key: BindingKey, acks: Sequence[SyncPushAck]

@@ -495,3 +495,25 @@ def test_format_timestamp_refuses_an_instant_before_year_one_in_utc():
     plus_nine = timezone(timedelta(hours=9))
     with pytest.raises(ScalarError):
         format_timestamp(datetime(1, 1, 1, 0, 0, tzinfo=plus_nine))
+
+
+def test_agent_name_refused_again_on_every_repeat_not_remembered_as_valid() -> None:
+    for _ in range(3):
+        with pytest.raises(ScalarError, match="'-'"):
+            scalars.check_agent_name("-again", "from_agent")
+
+
+def test_agent_name_in_a_str_subclass_gets_the_same_rules_and_an_exact_str_back() -> None:
+    class Name(str):
+        pass
+
+    assert type(scalars.check_agent_name(Name("leader"), "from_agent")) is str
+    with pytest.raises(ScalarError, match="'-'"):
+        scalars.check_agent_name(Name("-leader"), "from_agent")
+
+
+def test_agent_name_error_names_the_field_of_each_call() -> None:
+    for field in ("message.from_agent", "message.to_agent"):
+        with pytest.raises(ScalarError) as caught:
+            scalars.check_agent_name("a/b", field)
+        assert caught.value.field == field

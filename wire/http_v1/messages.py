@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,19 +66,26 @@ __all__ = [
 ]
 
 
-def _check_envelope(envelope: object, field: str) -> None:
-    """Cheap re-check of an Envelope built in code.
+def _check_envelope(envelope: object) -> None:
+    """Cheap re-check of an Envelope built in code, under relative names.
 
     Envelope's own constructors (``from_obj``, ``from_blob_bytes``) prove the
     blob canonical; a builder re-decoding up to a thousand 1 MiB blobs per
     document would only repeat that work, so here we check type and header.
     """
     if not isinstance(envelope, Envelope):
-        raise SchemaError(field, "must be an Envelope")
-    check_cipher(envelope.cipher, join_field(field, "cipher"))
-    check_key_id(envelope.key_id, join_field(field, "key_id"))
+        raise SchemaError("envelope", "must be an Envelope")
+    check_cipher(envelope.cipher, "envelope.cipher")
+    check_key_id(envelope.key_id, "envelope.key_id")
     if not isinstance(envelope.blob, str) or not envelope.blob:
-        raise SchemaError(join_field(field, "blob"), "blob must be a non-empty string")
+        raise SchemaError("envelope.blob", "blob must be a non-empty string")
+
+
+def _rebased(exc: SchemaError, field: str) -> SchemaError:
+    """The same error under ``field``: elements are checked under relative
+    names and the dotted path is built only on failure (a document holds up
+    to 1,000 elements)."""
+    return type(exc)(join_field(field, exc.field), exc.rule)
 
 
 class Disposition(enum.StrEnum):
@@ -96,8 +103,11 @@ class OutgoingMessage:
     envelope: Envelope
 
     def validate(self, field: str) -> OutgoingMessage:
-        check_uuid4(self.id, join_field(field, "id"))
-        _check_envelope(self.envelope, join_field(field, "envelope"))
+        try:
+            check_uuid4(self.id, "id")
+            _check_envelope(self.envelope)
+        except SchemaError as exc:
+            raise _rebased(exc, field) from None
         return self
 
     def to_obj(self) -> dict[str, Any]:
@@ -113,7 +123,7 @@ class OutgoingMessage:
             message_id = check_uuid4(obj["id"], "id")
             envelope = Envelope.from_obj(obj["envelope"], "envelope", max_blob_bytes)
         except SchemaError as exc:
-            raise type(exc)(join_field(field, exc.field), exc.rule) from None
+            raise _rebased(exc, field) from None
         return cls(message_id, envelope)
 
 
@@ -130,7 +140,10 @@ class MessageBatch:
         for index, message in enumerate(self.messages):
             if not isinstance(message, OutgoingMessage):
                 raise SchemaError(join_field(at, index), "must be an OutgoingMessage")
-            message.validate(join_field(at, index))
+            try:
+                message.validate("")
+            except SchemaError as exc:
+                raise _rebased(exc, join_field(at, index)) from None
         return self
 
     def to_obj(self) -> dict[str, Any]:
@@ -173,10 +186,13 @@ class PushAck:
     disposition: Disposition
 
     def validate(self, field: str) -> PushAck:
-        check_uuid4(self.id, join_field(field, "id"))
-        format_seq(self.server_seq, join_field(field, "server_seq"))
-        if self.server_seq < 1:
-            raise SchemaError(join_field(field, "server_seq"), "message sequences begin at 1")
+        try:
+            check_uuid4(self.id, "id")
+            format_seq(self.server_seq, "server_seq")
+            if self.server_seq < 1:
+                raise SchemaError("server_seq", "message sequences begin at 1")
+        except SchemaError as exc:
+            raise _rebased(exc, field) from None
         Disposition(self.disposition)
         return self
 
@@ -201,7 +217,7 @@ class PushAck:
                 raise SchemaError("server_seq", "message sequences begin at 1")
             message_id = check_uuid4(obj["id"], "id")
         except SchemaError as exc:
-            raise type(exc)(join_field(field, exc.field), exc.rule) from None
+            raise _rebased(exc, field) from None
         return cls(message_id, seq, _DISPOSITIONS[text])
 
 
@@ -221,47 +237,16 @@ class PushResponse:
             raise SchemaError(at, f"must hold 1..{MAX_BATCH} acks")
         for index, ack in enumerate(self.acks):
             ack.validate(join_field(at, index))
-        self._validate_allocation(at)
-        return self
+        return self._validate_allocation(at)
 
-    def _validate_allocation(self, at: str) -> None:
-        seq_of: dict[str, int] = {}
-        id_of: dict[int, str] = {}
-        stored: list[int] = []
-        for index, ack in enumerate(self.acks):
-            here = join_field(at, index)
-            if ack.id in seq_of:
-                if seq_of[ack.id] != ack.server_seq:
-                    raise SchemaError(
-                        join_field(here, "server_seq"), "a repeated id must keep one sequence"
-                    )
-                if ack.disposition is Disposition.STORED:
-                    raise SchemaError(
-                        join_field(here, "disposition"),
-                        "only the first occurrence of an id can be 'stored'",
-                    )
-                continue
-            if id_of.setdefault(ack.server_seq, ack.id) != ack.id:
-                raise SchemaError(
-                    join_field(here, "server_seq"), "two different ids cannot share a sequence"
-                )
-            seq_of[ack.id] = ack.server_seq
-            if ack.disposition is Disposition.STORED:
-                if stored and ack.server_seq != stored[-1] + 1:
-                    raise SchemaError(
-                        join_field(here, "server_seq"),
-                        "new ids take consecutive ascending sequences in first-occurrence order",
-                    )
-                stored.append(ack.server_seq)
-        if stored:
-            stored_set = set(stored)
-            for index, ack in enumerate(self.acks):
-                pre_existing = seq_of[ack.id] not in stored_set
-                if pre_existing and ack.server_seq >= stored[0]:
-                    raise SchemaError(
-                        join_field(join_field(at, index), "server_seq"),
-                        "a pre-existing id must precede every newly stored sequence",
-                    )
+    def _validate_allocation(self, at: str) -> PushResponse:
+        """v1.md "POST /v1/messages": how acks may share and order sequences."""
+        try:
+            _check_allocation(self.acks)
+        except _AllocationError as exc:
+            index, member, rule = exc.args
+            raise SchemaError(join_field(join_field(at, index), member), rule) from None
+        return self
 
     def check_matches(self, batch: MessageBatch, field: str = "response") -> PushResponse:
         """Acks answer exactly this batch: same length, same ids in the same order."""
@@ -293,7 +278,47 @@ class PushResponse:
         at = join_field(field, "acks")
         items = expect_list(obj["acks"], at, min_items=1, max_items=MAX_BATCH)
         acks = tuple(PushAck.from_obj(item, join_field(at, i)) for i, item in enumerate(items))
-        return cls(binding, revision, acks).validate(field)
+        # Each ack was checked by PushAck.from_obj; what is left is the batch rule.
+        return cls(binding, revision, acks)._validate_allocation(at)
+
+
+class _AllocationError(Exception):
+    """(index, member, rule) of the first ack breaking the allocation rule."""
+
+
+def _check_allocation(acks: Sequence[PushAck]) -> None:
+    seq_of: dict[str, int] = {}
+    id_of: dict[int, str] = {}
+    stored: list[int] = []
+    for index, ack in enumerate(acks):
+        if ack.id in seq_of:
+            if seq_of[ack.id] != ack.server_seq:
+                raise _AllocationError(index, "server_seq", "a repeated id must keep one sequence")
+            if ack.disposition is Disposition.STORED:
+                raise _AllocationError(
+                    index, "disposition", "only the first occurrence of an id can be 'stored'"
+                )
+            continue
+        if id_of.setdefault(ack.server_seq, ack.id) != ack.id:
+            raise _AllocationError(index, "server_seq", "two different ids cannot share a sequence")
+        seq_of[ack.id] = ack.server_seq
+        if ack.disposition is Disposition.STORED:
+            if stored and ack.server_seq != stored[-1] + 1:
+                raise _AllocationError(
+                    index,
+                    "server_seq",
+                    "new ids take consecutive ascending sequences in first-occurrence order",
+                )
+            stored.append(ack.server_seq)
+    if stored:
+        stored_set = set(stored)
+        for index, ack in enumerate(acks):
+            if seq_of[ack.id] not in stored_set and ack.server_seq >= stored[0]:
+                raise _AllocationError(
+                    index,
+                    "server_seq",
+                    "a pre-existing id must precede every newly stored sequence",
+                )
 
 
 _LIMIT = re.compile(r"[1-9][0-9]{0,3}")
@@ -370,7 +395,10 @@ class PulledMessage:
             raise SchemaError(join_field(field, "server_seq"), "message sequences begin at 1")
         check_uuid4(self.id, join_field(field, "id"))
         check_timestamp(self.server_received_at, join_field(field, "server_received_at"))
-        _check_envelope(self.envelope, join_field(field, "envelope"))
+        try:
+            _check_envelope(self.envelope)
+        except SchemaError as exc:
+            raise _rebased(exc, field) from None
         return self
 
     def to_obj(self) -> dict[str, Any]:
@@ -396,7 +424,7 @@ class PulledMessage:
             received = check_timestamp(obj["server_received_at"], "server_received_at")
             envelope = Envelope.from_obj(obj["envelope"], "envelope", max_blob_bytes)
         except SchemaError as exc:
-            raise type(exc)(join_field(field, exc.field), exc.rule) from None
+            raise _rebased(exc, field) from None
         return cls(seq, message_id, received, envelope)
 
 

@@ -3,6 +3,7 @@ the write-set preflight, per-page pull, policy evaluation, resync-required."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -230,3 +231,95 @@ def test_bearer_credential_never_reaches_logs_status_or_the_store(
     assert SECRET not in json.dumps(engine.status().to_obj())
     assert SECRET.encode() not in engine.store.path.read_bytes()
     assert SECRET not in repr(engine.client)
+
+
+# -- draining a backlog (push --all) -------------------------------------------------
+
+
+def _reserved_beyond(engine: Engine, position: int) -> int:
+    with Store(engine.store.path) as store:
+        row = store.conn.execute(
+            "SELECT count(*) FROM sync_push WHERE state = 'reserved' AND local_position > ?",
+            (position,),
+        ).fetchone()
+    return int(row[0])
+
+
+def test_push_all_drains_the_backlog_in_rounds_of_the_limit_exactly_once(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    send(engine, 10)
+    report = engine.push_all(3)
+    assert (report.candidates, report.stored, report.duplicate) == (10, 10, 0)
+    assert relay.posted_batches == [3, 3, 3, 1]
+    assert report.push_cursor == 10 and relay.current_seq == 10
+    assert engine.status().pending_push == 0
+
+
+def test_push_all_prepares_the_next_round_while_the_post_is_in_flight(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    send(engine, 6)
+    original = relay.post
+    seen: list[int] = []
+
+    def slow_post(request: object) -> object:
+        # The relay holds the first POST until round two is published (or
+        # gives up after five seconds): only an overlapped prepare gets there.
+        deadline = time.monotonic() + 5.0
+        while not seen and time.monotonic() < deadline:
+            if _reserved_beyond(engine, 3) == 3:
+                seen.append(relay.current_seq)
+            time.sleep(0.01)
+        return original(request)  # type: ignore[arg-type]
+
+    relay.post = slow_post  # type: ignore[method-assign]
+    report = engine.push_all(3)
+    assert seen == [0], "round two was not prepared during round one's POST"
+    assert report.stored == 6 and relay.posted_batches == [3, 3]
+
+
+def test_push_all_refused_midway_keeps_prepared_rounds_durable_and_loses_nothing(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    send(engine, 9)
+    original = relay.post
+    calls = {"n": 0}
+
+    def refuse_second(request: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            return relay.error(422, "unsupported-cipher", _unsupported_details())
+        return original(request)  # type: ignore[arg-type]
+
+    relay.post = refuse_second  # type: ignore[method-assign]
+    with pytest.raises(UnsupportedCipher):
+        engine.push_all(3)
+    status = engine.status()
+    assert status.sync.reservations == {"acked": 3, "reserved": 6}
+    report = engine.push_all(3)
+    assert report.stored == 6 and relay.current_seq == 9
+    assert len(relay.by_id) == 9 and engine.status().pending_push == 0
+
+
+def test_push_all_records_the_acks_of_a_post_before_a_failed_overlapped_prepare_surfaces(
+    make_engine: MakeEngine, relay: FakeRelay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = make_engine()
+    send(engine, 6)
+    original = engine.store.sync_prepare_push
+
+    def fail_next_round(key: object, request: object, limit: int, after: int = 0) -> object:
+        if after:
+            raise RuntimeError("disk trouble while preparing round two")
+        return original(key, request, limit, after)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine.store, "sync_prepare_push", fail_next_round)
+    with pytest.raises(RuntimeError, match="round two"):
+        engine.push_all(3)
+    status = engine.status()
+    assert status.sync.binding is not None and status.sync.binding.push_cursor == 3
+    assert relay.posted_batches == [3]

@@ -92,6 +92,34 @@ def test_prepare_emits_at_most_limit_candidates(store: Store, key: BindingKey) -
     assert len(store.sync_prepare_push(key, prepare_none(), 10).candidates) == 5
 
 
+def test_prepare_after_a_position_skips_the_reservations_still_in_flight(
+    store: Store, key: BindingKey
+) -> None:
+    _send(store, 5)
+    first = store.sync_prepare_push(key, prepare_none(), 3).candidates
+    second = store.sync_prepare_push(key, prepare_none(), 3, after=3).candidates
+    assert [c.local_position for c in first] == [1, 2, 3]
+    assert [c.local_position for c in second] == [4, 5]
+
+
+def test_reservations_skipped_by_after_stay_durable_and_are_emitted_again_from_zero(
+    store: Store, key: BindingKey
+) -> None:
+    _send(store, 4)
+    first = store.sync_prepare_push(key, prepare_none(), 2).candidates
+    second = store.sync_prepare_push(key, prepare_none(), 2, after=2).candidates
+    again = store.sync_prepare_push(key, prepare_none(), 10).candidates
+    assert again == (*first, *second)
+
+
+@pytest.mark.parametrize("after", [-1, True, "3", 1.5])
+def test_prepare_refuses_an_after_that_is_not_a_local_position(
+    store: Store, key: BindingKey, after: object
+) -> None:
+    with pytest.raises(Exception, match="after"):
+        store.sync_prepare_push(key, prepare_none(), 10, after=after)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("limit", [0, 1001, -1, True])
 def test_prepare_refuses_a_limit_outside_one_to_a_thousand(
     store: Store, key: BindingKey, limit: int
