@@ -434,41 +434,60 @@ class PullReport:
 
 
 def pull_all(ctx: CycleContext, page_limit: int) -> PullReport:
-    """Pull from the transport cursor until the relay has nothing more."""
+    """Pull from the transport cursor until the relay has nothing more.
+
+    The next page is requested as soon as the current one has arrived, on a
+    worker thread, and evaluated and applied here meanwhile: the relay's
+    work and the transfer overlap ours (specs/engine.md "Pulling"). This
+    stays within the page rules: a GET is a read, the cursor moves only
+    through ``apply_pull`` page by page in order, at most two pages are in
+    memory, and an error of the prefetched request (a 410 included)
+    surfaces only after the page before it was applied. Every relay call
+    runs on the worker, so the client is never used from two threads.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     binding = ctx.store.sync_bind(ctx.key)
     report = PullReport(transport_cursor=binding.transport_cursor)
-    caps = ctx.client.capabilities()
     history = ctx.history()
     outcomes: Counter[str] = Counter()
     progress = ctx.progress("pull")
     cursor = binding.transport_cursor
-    while True:
-        page = ctx.client.get_messages(cursor, page_limit)
-        report.pages += 1
-        if page.messages and page.messages[-1].server_seq > caps.current_seq:
-            caps = ctx.client.capabilities()
-            report.capability_refreshes += 1
-        evaluated = [
-            evaluate(
-                server_seq=m.server_seq,
-                wire_id=m.id,
-                server_received_at=m.server_received_at,
-                envelope=m.envelope,
-                caps=caps,
-                history=history,
-                connection=ctx.connection,
-                identity=ctx.identity,
-            )
-            for m in page.messages
-        ]
-        if evaluated:
-            applied = ctx.store.sync_apply_pull(ctx.key, evaluated, SyncPullCursor(page.next_after))
-            outcomes.update(o.status for o in applied.outcomes)
-            cursor = applied.result.transport_cursor
-            report.received += len(evaluated)
-            progress.add(len(evaluated))
-        if not page.has_more:
-            break
+    client = ctx.client
+    with ThreadPoolExecutor(1, thread_name_prefix="syncengine-get") as pool:
+        caps = client.capabilities()
+        ahead = pool.submit(client.get_messages, cursor, page_limit)
+        while True:
+            page = ahead.result()
+            if page.has_more:
+                ahead = pool.submit(client.get_messages, page.next_after, page_limit)
+            report.pages += 1
+            if page.messages and page.messages[-1].server_seq > caps.current_seq:
+                caps = pool.submit(client.capabilities).result()
+                report.capability_refreshes += 1
+            evaluated = [
+                evaluate(
+                    server_seq=m.server_seq,
+                    wire_id=m.id,
+                    server_received_at=m.server_received_at,
+                    envelope=m.envelope,
+                    caps=caps,
+                    history=history,
+                    connection=ctx.connection,
+                    identity=ctx.identity,
+                )
+                for m in page.messages
+            ]
+            if evaluated:
+                applied = ctx.store.sync_apply_pull(
+                    ctx.key, evaluated, SyncPullCursor(page.next_after)
+                )
+                outcomes.update(o.status for o in applied.outcomes)
+                cursor = applied.result.transport_cursor
+                report.received += len(evaluated)
+                progress.add(len(evaluated))
+            if not page.has_more:
+                break
     progress.done()
     report.outcomes = dict(sorted(outcomes.items()))
     report.transport_cursor = cursor

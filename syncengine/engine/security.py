@@ -21,13 +21,15 @@ Everything here is pure: values in, decisions out.
 
 from __future__ import annotations
 
+import bisect
 import enum
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from syncengine.engine.errors import ConfigurationError
 from syncengine.engine.limits import MAX_LOCAL_SECURITY_HISTORY
-from wire.http_v1.capabilities import Capabilities
+from wire.http_v1.capabilities import Capabilities, PolicyEntry
 from wire.limits import ENVELOPE_VERSION
 
 __all__ = [
@@ -64,6 +66,10 @@ class SecurityEntry:
     mode: SecurityMode
 
 
+def _boundary(entry: SecurityEntry) -> int:
+    return entry.effective_from_seq
+
+
 @dataclass(frozen=True, slots=True)
 class SecurityHistory:
     """The durable local security history of one binding, ascending by revision."""
@@ -91,14 +97,13 @@ class SecurityHistory:
         return self.entries[-1]
 
     def at(self, seq: int) -> SecurityEntry:
-        """The entry effective at ``seq``: greatest revision with boundary ≤ seq."""
-        found = self.entries[0]
-        for entry in self.entries:
-            if entry.effective_from_seq <= seq:
-                found = entry  # ascending revisions: the last match is the greatest
-            else:
-                break
-        return found
+        """The entry effective at ``seq``: greatest revision with boundary ≤ seq.
+
+        Boundaries never move backwards, so the last entry with boundary ≤
+        ``seq`` is the greatest revision; found by binary search.
+        """
+        index = bisect.bisect_right(self.entries, seq, key=_boundary)
+        return self.entries[max(index, 1) - 1]
 
     def distinct_boundaries(self) -> int:
         return len({entry.effective_from_seq for entry in self.entries})
@@ -200,5 +205,12 @@ def read_policy(caps: Capabilities, history: SecurityHistory, seq: int) -> ReadP
     """
     server = caps.policy_at(seq) or caps.policy_history[0]
     local = history.at(seq)
+    return _combined(server, local)
+
+
+@functools.lru_cache(maxsize=256)
+def _combined(server: PolicyEntry, local: SecurityEntry) -> ReadPolicy:
+    # Entries are frozen values: every envelope between two boundaries is
+    # judged by one ReadPolicy object instead of a fresh one each.
     allowed = frozenset(c for c in server.write_allowed_ciphers if local.mode.admits(c))
     return ReadPolicy(allowed, server.policy_revision, local.revision)

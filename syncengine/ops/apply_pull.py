@@ -55,7 +55,7 @@ from syncengine.ops.states import (
     reservation_next,
 )
 from syncengine.store.errors import InvalidInput
-from syncengine.store.event_log import NameCache, import_message_sent
+from syncengine.store.event_log import SentFields, import_fresh_sent
 from syncengine.store.records import ORIGIN_IMPORTED
 from syncengine.store.teams import ensure_members
 
@@ -281,24 +281,24 @@ def _import(
         assert message.projection is not None
         names.update((message.projection.from_agent, message.projection.to_agent))
     ensure_members(conn, team_pk, team, names, now)
-    positions: list[int] = []
-    names_seen: NameCache = {}
-    for message, local_id in zip(messages, new_uuid7s(len(messages)), strict=True):
-        projection = message.projection
-        assert projection is not None
-        record = {
-            "id": local_id,
-            "team": team,
-            "from": projection.from_agent,
-            "to": projection.to_agent,
-            "body": projection.body,
-            "at": projection.created_at,
-            "origin": ORIGIN_IMPORTED,
-        }
-        seq = import_message_sent(conn, record, f"pulled message {message.wire_id}", names_seen)
-        assert seq is not None  # a fresh UUIDv7 is never already stored
-        positions.append(seq)
-    return positions
+    records = [
+        (
+            SentFields(
+                local_id,
+                team,
+                message.projection.from_agent,
+                message.projection.to_agent,
+                message.projection.body,
+                message.projection.created_at,
+                ORIGIN_IMPORTED,
+            ),
+            f"pulled message {message.wire_id}",
+        )
+        for message, local_id in zip(messages, new_uuid7s(len(messages)), strict=True)
+        if message.projection is not None
+    ]
+    assert len(records) == len(messages)
+    return import_fresh_sent(conn, records, {})
 
 
 def apply_pull(

@@ -27,6 +27,7 @@ construction and a parsed one is checked against them.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,6 +130,10 @@ class PolicyEntry:
         return cls.read_members(obj, field)
 
 
+def _boundary(entry: PolicyEntry) -> int:
+    return entry.effective_from_seq
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """One capability snapshot: binding, committed sequence, limits, policy history."""
@@ -149,13 +154,13 @@ class Capabilities:
         return None if self.current_seq == MAX_SEQ else self.current_seq + 1
 
     def policy_at(self, seq: int) -> PolicyEntry | None:
-        """The server policy effective at ``seq`` (greatest boundary ``<= seq``)."""
-        found: PolicyEntry | None = None
-        for entry in self.policy_history:
-            if entry.effective_from_seq > seq:
-                break
-            found = entry
-        return found
+        """The server policy effective at ``seq`` (greatest boundary ``<= seq``).
+
+        A binary search: the history ascends by boundary and holds up to
+        4,096 entries, and a pull asks once per envelope.
+        """
+        index = bisect.bisect_right(self.policy_history, seq, key=_boundary)
+        return self.policy_history[index - 1] if index else None
 
     def validate(self, field: str = "capabilities") -> Capabilities:
         self.binding.validate(field)

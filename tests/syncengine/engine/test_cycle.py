@@ -115,7 +115,7 @@ def test_empty_write_set_mints_nothing_and_pull_continues(
     assert engine.status().pending_push == 2
 
 
-def test_pull_applies_each_page_before_fetching_the_next(
+def test_pull_walks_pages_from_the_cursor_until_has_more_is_false(
     make_engine: MakeEngine, relay: FakeRelay
 ) -> None:
     engine = make_engine()
@@ -132,6 +132,59 @@ def test_pull_applies_each_page_before_fetching_the_next(
     assert report.outcomes == {"imported": 25}
     with Store(engine.store.path) as store:
         assert len(store.list_unread("crew", "alice")) == 25
+
+
+def _get_afters(relay: FakeRelay) -> list[str]:
+    return [
+        url.split("after=")[1].split("&")[0]
+        for method, url, _ in relay.requests
+        if method == "GET" and "/v1/messages" in url
+    ]
+
+
+def test_pull_requests_the_next_page_while_applying_the_current_one(
+    make_engine: MakeEngine, relay: FakeRelay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = make_engine()
+    for i in range(15):
+        relay.add_foreign(plaintext(f"m{i}"), new_uuid4())  # type: ignore[arg-type]
+    original = engine.store.sync_apply_pull
+    seen: list[list[str]] = []
+
+    def apply_once_the_next_page_is_asked_for(*args: object) -> object:
+        # Only a prefetching engine has asked for page two before page one
+        # is applied; a serial one would make this wait time out.
+        deadline = time.monotonic() + 5.0
+        while "10" not in _get_afters(relay) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append(_get_afters(relay))
+        return original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine.store, "sync_apply_pull", apply_once_the_next_page_is_asked_for)
+    report = engine.pull(page_limit=10)
+    assert seen[0] == ["0", "10"]
+    assert report.received == 15 and report.transport_cursor == 15
+
+
+def test_pull_error_of_the_prefetched_page_surfaces_after_the_page_before_is_applied(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    for i in range(25):
+        relay.add_foreign(plaintext(f"m{i}"), new_uuid4())  # type: ignore[arg-type]
+    original = relay.get
+
+    def refuse_second_page(request: object) -> object:
+        if "after=10" in str(request.url):  # type: ignore[attr-defined]
+            return relay.error(400, "invalid-request")
+        return original(request)  # type: ignore[arg-type]
+
+    relay.get = refuse_second_page  # type: ignore[method-assign]
+    with pytest.raises(InvalidRequest):
+        engine.pull(page_limit=10)
+    status = engine.status()
+    assert status.sync.binding is not None and status.sync.binding.transport_cursor == 10
+    assert "20" not in _get_afters(relay)
 
 
 def test_plaintext_after_a_server_policy_boundary_is_a_policy_violation(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from syncengine.store import Conflict, InvalidInput, Store
+from syncengine.store.event_log import normalize_at
 
 
 def jsonl(*records: dict[str, object]) -> bytes:
@@ -119,3 +120,31 @@ def test_imported_origin_round_trips_and_local_origin_is_implicit(
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert records[0]["origin"] == "imported"
     assert "origin" not in records[1]
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("2026-05-30T19:00:00Z", "2026-05-30T19:00:00.000000Z"),
+        ("2026-05-30T19:00:00.5Z", "2026-05-30T19:00:00.500000Z"),
+        ("2026-05-30T19:00:00.123456Z", "2026-05-30T19:00:00.123456Z"),
+    ],
+)
+def test_event_timestamps_normalize_to_six_fractional_digits(text: str, canonical: str) -> None:
+    assert normalize_at(text, "at") == canonical
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-02-30T19:00:00.000000Z",  # canonical shape, not a real day
+        "2026-05-30 19:00:00.000000Z",
+        "2026-05-30T19:00:00.1234567Z",
+        "2026-05-30T19:00:00+00:00",
+        "",
+    ],
+)
+def test_event_timestamps_that_are_not_real_utc_instants_are_refused(text: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        normalize_at(text, "line 3.at")
+    assert caught.value.field == "line 3.at"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.wire.http_v1 import samples
 from wire.errors import SchemaError
@@ -203,6 +205,20 @@ def test_policy_at_picks_the_greatest_boundary_not_after_seq() -> None:
     assert caps.policy_at(0) is None
     assert caps.policy_at(4) == caps.policy_history[0]
     assert caps.policy_at(5) == caps.policy_history[1]
+
+
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=40), st.integers(0, 250))
+def test_policy_at_is_the_last_entry_whose_boundary_is_not_after_seq(
+    gaps: list[int], seq: int
+) -> None:
+    caps = Capabilities.from_obj(samples.capabilities())
+    history, boundary = [], 0
+    for revision, gap in enumerate(gaps):
+        boundary += gap + (1 if revision == 0 or gap == 0 else 0)
+        history.append(PolicyEntry(revision, boundary, (1,), ("none",)))
+    long = Capabilities(caps.binding, caps.current_seq, caps.max_blob_bytes, tuple(history))
+    expected = [e for e in history if e.effective_from_seq <= seq]
+    assert long.policy_at(seq) == (expected[-1] if expected else None)
 
 
 def test_builder_refuses_inconsistent_history() -> None:
