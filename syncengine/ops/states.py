@@ -22,6 +22,7 @@ the event, leaving every row unchanged (the enclosing transaction rolls back).
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping
 
 from syncengine.store.errors import StoreError
@@ -210,13 +211,16 @@ def _resolve(target: Next, stored: QuarantineState | None, supplied: str | None)
     return QuarantineState(target.value)
 
 
+@functools.lru_cache(maxsize=1024)
 def quarantine_next(
     stored: QuarantineState | None, evidence: Evidence, supplied: str | None = None
 ) -> tuple[QuarantineState, QuarantineState]:
     """(next row state, outcome to report) for one pulled envelope.
 
     ``supplied`` is the blocking status the engine evaluated, for
-    :attr:`Evidence.BLOCKING`.
+    :attr:`Evidence.BLOCKING`. A pure function of a few hundred possible
+    arguments, asked once per pulled envelope, so answers are memoized
+    (an illegal transition raises every time: exceptions are not cached).
     """
     try:
         target, outcome = QUARANTINE_TRANSITIONS[(_kind(stored), evidence)]

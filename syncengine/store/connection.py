@@ -28,6 +28,7 @@ from syncengine.store.errors import (
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_MS",
+    "WAL_AUTOCHECKPOINT_PAGES",
     "open_connection",
     "read_transaction",
     "translate_sqlite_errors",
@@ -36,6 +37,13 @@ __all__ = [
 
 #: How long a writer waits for another writer before reporting busy.
 DEFAULT_BUSY_TIMEOUT_MS = 5000
+#: WAL pages between automatic checkpoints (SQLite's default is 1,000). A
+#: sync page of 1,000 messages dirties about one leaf of each random wire-ID
+#: index per message, so with the default every commit or two copied the
+#: same leaves back into the database again; at 8,000 pages (32 MiB of WAL
+#: at most) a leaf is copied once per several pages. Durability is
+#: unchanged: every commit is still fsynced to the WAL (synchronous=FULL).
+WAL_AUTOCHECKPOINT_PAGES = 8000
 
 
 def _apsw() -> Any:
@@ -88,6 +96,7 @@ def open_connection(path: Path, *, create: bool, busy_timeout_ms: int) -> Any:
             raise StoreBusy(f"store {path}: could not switch to WAL mode (got {mode})")
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
     return conn
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from syncengine.store import Store, StoreTooNew
 from syncengine.store import migrations as mig
-from syncengine.store.connection import open_connection
+from syncengine.store.connection import WAL_AUTOCHECKPOINT_PAGES, open_connection
 
 
 def _raw(path: Path) -> Any:
@@ -92,6 +92,7 @@ def test_connections_use_wal_full_sync_and_foreign_keys(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
         assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WAL_AUTOCHECKPOINT_PAGES
         with pytest.raises(apsw.ConstraintError):
             conn.execute(
                 "INSERT INTO members (team_pk, member_id, name, created_at)"
