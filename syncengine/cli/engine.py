@@ -174,8 +174,9 @@ def _guarded(args: argparse.Namespace, action: Callable[[], int]) -> int:
 
 def _engine(args: argparse.Namespace) -> Any:
     from syncengine.engine import Engine
+    from syncengine.engine.workers import worker_count
 
-    return Engine(args.store, args.team, progress_stream=sys.stderr)
+    return Engine(args.store, args.team, progress_stream=sys.stderr, workers=worker_count())
 
 
 # -- handlers ----------------------------------------------------------------------------
@@ -327,6 +328,7 @@ def _run(args: argparse.Namespace) -> int:
 
         from syncengine.engine import Engine, RunLoop, RunSettings, StopSignal
         from syncengine.engine.runloop import handle_stop_signals
+        from syncengine.engine.workers import worker_count
 
         settings = RunSettings()
         overrides: dict[str, float] = {}
@@ -338,7 +340,7 @@ def _run(args: argparse.Namespace) -> int:
             overrides["backoff_cap"] = args.backoff_cap
             overrides["backoff_base"] = min(settings.backoff_base, args.backoff_cap)
         try:
-            settings = replace(settings, **overrides)  # type: ignore[arg-type]
+            settings = replace(settings, **overrides)
         except ValueError as exc:
             sys.stderr.write(f"syncengine run: {exc}\n")
             return 2
@@ -349,6 +351,7 @@ def _run(args: argparse.Namespace) -> int:
                 args.team,
                 progress_stream=sys.stderr,
                 sleep=stop.interruptible_sleep,
+                workers=worker_count(),
             )
             with engine, engine.lock():
 

@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 from syncengine.engine.batching import plan_batches
 from syncengine.engine.errors import PushOversized
+from syncengine.engine.evaluation import evaluate, evaluate_page, start_evaluation
 from syncengine.engine.progress import Progress
-from syncengine.engine.security import SecurityHistory, WritePlan, plan_write, read_policy
+from syncengine.engine.security import SecurityHistory, WritePlan, plan_write
 from syncengine.engine.state import ConnectionRecord
 from syncengine.http.client import RelayClient
 from syncengine.http.errors import RequestTooLarge
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import (
-    MAX_REASON_CHARS,
     SyncPrepare,
     SyncPullCursor,
     SyncPullMessage,
@@ -47,12 +47,10 @@ from syncengine.ops.records import (
     SyncPushCandidate,
 )
 from syncengine.store import Store
-from wire.envelope import Envelope
 from wire.http_v1.capabilities import Capabilities
-from wire.http_v1.messages import MessageBatch, OutgoingMessage, PushResponse
-from wire.limits import ENVELOPE_VERSION, MAX_BLOB_BYTES
-from wire.outcome import Blocked, Importable
-from wire.profiles import Binding, OpenContext, open_envelope, supported_ciphers
+from wire.http_v1.messages import MessageBatch, MessagePage, OutgoingMessage, PushResponse
+from wire.limits import ENVELOPE_VERSION
+from wire.profiles import supported_ciphers
 
 __all__ = [
     "CycleContext",
@@ -71,11 +69,16 @@ __all__ = [
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-    from syncengine.ops.prepare_push import PrepareResult
+    from syncengine.engine.workers import Workers
+    from syncengine.ops.prepare_push import BlockedSeal, LocalMessage, PrepareResult, Sealed
 
 _log = logging.getLogger("syncengine.engine")
 A = TypeVar("A")
 R = TypeVar("R")
+
+
+def _no_workers(batch: int) -> Workers | None:
+    return None
 
 
 @dataclass
@@ -92,6 +95,18 @@ class CycleContext:
     history: Callable[[], SecurityHistory]
     identity: Callable[[], object | None]
     progress: Callable[[str], Progress]
+    #: Offered a batch size of age-v1 work; returns worker processes to do it
+    #: on, or ``None`` to do it here (see :mod:`syncengine.engine.workers`).
+    workers: Callable[[int], Workers | None] = _no_workers
+
+    def seal_all(
+        self, messages: Sequence[LocalMessage], request: SyncPrepare, key: BindingKey
+    ) -> list[Sealed | BlockedSeal] | None:
+        """prepare_push's ``seal_all``: large age-v1 chunks go to the workers."""
+        if request.cipher != "age-v1":
+            return None
+        pool = self.workers(len(messages))
+        return pool.seal(messages, request, key) if pool is not None else None
 
     @property
     def key(self) -> BindingKey:
@@ -297,7 +312,7 @@ def _push_cursor(ctx: CycleContext) -> int:
 def push_once(ctx: CycleContext, limit: int) -> PushReport:
     """One push: preflight, prepare at most ``limit`` candidates, send, reconcile."""
     plan, request = _plan(ctx)
-    prepared = ctx.store.sync_prepare_push(ctx.key, request, limit)
+    prepared = ctx.store.sync_prepare_push(ctx.key, request, limit, seal_all=ctx.seal_all)
     candidates = prepared.candidates
     progress = ctx.progress("push")
     tally = send_batches(ctx, candidates, progress) if candidates else _SendTally()
@@ -333,7 +348,7 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
     progress = ctx.progress("push")
     with ThreadPoolExecutor(1, thread_name_prefix="syncengine-post") as pool:
         plan, request = _plan(ctx)
-        prepared = ctx.store.sync_prepare_push(ctx.key, request, limit)
+        prepared = ctx.store.sync_prepare_push(ctx.key, request, limit, seal_all=ctx.seal_all)
         while True:
             candidates = prepared.candidates
             candidates_seen += len(candidates)
@@ -350,7 +365,11 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
                     after: int = after,
                     nxt: list[PrepareResult] = nxt,
                 ) -> None:
-                    nxt.append(ctx.store.sync_prepare_push(ctx.key, request, limit, after))
+                    nxt.append(
+                        ctx.store.sync_prepare_push(
+                            ctx.key, request, limit, after, seal_all=ctx.seal_all
+                        )
+                    )
 
                 tally = send_batches(ctx, candidates, progress, Overlap(pool, prepare_next))
             else:
@@ -362,63 +381,6 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
             prepared = nxt[0]
     progress.done()
     return _report(limit, plan, candidates_seen, blocked_seen, total)
-
-
-# -- evaluation ---------------------------------------------------------------------
-
-
-def evaluate(
-    *,
-    server_seq: int,
-    wire_id: str,
-    server_received_at: str,
-    envelope: Envelope,
-    caps: Capabilities,
-    history: SecurityHistory,
-    connection: ConnectionRecord,
-    identity: Callable[[], object | None],
-) -> SyncPullMessage:
-    """One envelope's import status under the policy effective at its sequence.
-
-    The trusted epoch is the configured age-v1 ``key_id`` (none configured:
-    the envelope's own, which then has no identity → ``pending_key``). The
-    identity is asked for only when an age-v1 envelope passed policy.
-    """
-    policy = read_policy(caps, history, server_seq)
-    identities: dict[str, object] = {}
-    if (
-        envelope.cipher == "age-v1"
-        and envelope.cipher in policy.allowed_ciphers
-        and connection.age_key_id is not None
-        and envelope.key_id == connection.age_key_id
-    ):
-        loaded = identity()
-        if loaded is not None:
-            identities[connection.age_key_id] = loaded
-    ctx = OpenContext(
-        binding=Binding(connection.remote_team_id, wire_id, connection.protocol_version),
-        allowed_ciphers=policy.allowed_ciphers,
-        trusted_key_id=connection.age_key_id,
-        identities=identities,
-        max_blob_bytes=MAX_BLOB_BYTES,
-    )
-    outcome = open_envelope(envelope, ctx)
-    if isinstance(outcome, Importable):
-        status, reason, projection = "importable", None, outcome.message
-    else:
-        assert isinstance(outcome, Blocked)
-        status, reason, projection = outcome.state.value, outcome.reason[:MAX_REASON_CHARS], None
-    return SyncPullMessage(
-        server_seq,
-        wire_id,
-        server_received_at,
-        envelope,
-        status,
-        policy.policy_revision,
-        policy.local_security_revision,
-        reason,
-        projection,
-    )
 
 
 # -- pull ---------------------------------------------------------------------------
@@ -436,14 +398,17 @@ class PullReport:
 def pull_all(ctx: CycleContext, page_limit: int) -> PullReport:
     """Pull from the transport cursor until the relay has nothing more.
 
-    The next page is requested as soon as the current one has arrived, on a
-    worker thread, and evaluated and applied here meanwhile: the relay's
-    work and the transfer overlap ours (specs/engine.md "Pulling"). This
-    stays within the page rules: a GET is a read, the cursor moves only
-    through ``apply_pull`` page by page in order, at most two pages are in
-    memory, and an error of the prefetched request (a 410 included)
-    surfaces only after the page before it was applied. Every relay call
-    runs on the worker, so the client is never used from two threads.
+    A pipeline of three stages (specs/engine.md "Pulling"): the next page is
+    requested on a thread as soon as the current one has arrived; the
+    current page's envelopes are opened (on worker processes for a large
+    age-v1 page, see :mod:`~syncengine.engine.workers`) while the page
+    before it is applied here. The relay's work, the transfer, the crypto
+    and the store overlap. It stays within the page rules: a GET is a read,
+    the cursor moves only through ``apply_pull`` page by page in order, at
+    most three pages are in memory, and an error of a later request (a 410
+    included) surfaces only after every page before it was applied. Every
+    relay call runs on the one thread, so the client is never used from two
+    threads at once.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -454,40 +419,48 @@ def pull_all(ctx: CycleContext, page_limit: int) -> PullReport:
     progress = ctx.progress("pull")
     cursor = binding.transport_cursor
     client = ctx.client
+
+    def apply(page: MessagePage, finish: Callable[[], list[SyncPullMessage]]) -> int:
+        evaluated = finish()
+        if not evaluated:
+            return cursor
+        applied = ctx.store.sync_apply_pull(ctx.key, evaluated, SyncPullCursor(page.next_after))
+        outcomes.update(o.status for o in applied.outcomes)
+        report.received += len(evaluated)
+        progress.add(len(evaluated))
+        return applied.result.transport_cursor
+
     with ThreadPoolExecutor(1, thread_name_prefix="syncengine-get") as pool:
         caps = client.capabilities()
         ahead = pool.submit(client.get_messages, cursor, page_limit)
+        pending: tuple[MessagePage, Callable[[], list[SyncPullMessage]]] | None = None
         while True:
-            page = ahead.result()
-            if page.has_more:
-                ahead = pool.submit(client.get_messages, page.next_after, page_limit)
-            report.pages += 1
-            if page.messages and page.messages[-1].server_seq > caps.current_seq:
-                caps = pool.submit(client.capabilities).result()
-                report.capability_refreshes += 1
-            evaluated = [
-                evaluate(
-                    server_seq=m.server_seq,
-                    wire_id=m.id,
-                    server_received_at=m.server_received_at,
-                    envelope=m.envelope,
+            try:
+                page = ahead.result()
+                if page.has_more:
+                    ahead = pool.submit(client.get_messages, page.next_after, page_limit)
+                report.pages += 1
+                if page.messages and page.messages[-1].server_seq > caps.current_seq:
+                    caps = pool.submit(client.capabilities).result()
+                    report.capability_refreshes += 1
+                started = start_evaluation(
+                    [(m.server_seq, m.id, m.server_received_at, m.envelope) for m in page.messages],
                     caps=caps,
                     history=history,
                     connection=ctx.connection,
                     identity=ctx.identity,
+                    workers=ctx.workers,
                 )
-                for m in page.messages
-            ]
-            if evaluated:
-                applied = ctx.store.sync_apply_pull(
-                    ctx.key, evaluated, SyncPullCursor(page.next_after)
-                )
-                outcomes.update(o.status for o in applied.outcomes)
-                cursor = applied.result.transport_cursor
-                report.received += len(evaluated)
-                progress.add(len(evaluated))
+            except Exception:
+                if pending is not None:  # every page before the failure still lands
+                    cursor = apply(*pending)
+                raise
+            if pending is not None:
+                cursor = apply(*pending)
+            pending = (page, started)
             if not page.has_more:
                 break
+        cursor = apply(*pending)
     progress.done()
     report.outcomes = dict(sorted(outcomes.items()))
     report.transport_cursor = cursor
@@ -515,19 +488,17 @@ def reprocess_all(ctx: CycleContext, page_limit: int) -> ReprocessReport:
         page = ctx.store.sync_reprocess(ctx.key, page_limit, page_after)
         report.pages += 1
         if page.candidates:
-            evaluated = [
-                evaluate(
-                    server_seq=c.server_seq,
-                    wire_id=c.wire_id,
-                    server_received_at=c.server_received_at,
-                    envelope=c.envelope,
-                    caps=caps,
-                    history=history,
-                    connection=ctx.connection,
-                    identity=ctx.identity,
-                )
-                for c in page.candidates
-            ]
+            evaluated = evaluate_page(
+                [
+                    (c.server_seq, c.wire_id, c.server_received_at, c.envelope)
+                    for c in page.candidates
+                ],
+                caps=caps,
+                history=history,
+                connection=ctx.connection,
+                identity=ctx.identity,
+                workers=ctx.workers,
+            )
             # The cursor stays where it is: reprocess never moves transport.
             applied = ctx.store.sync_apply_pull(
                 ctx.key, evaluated, SyncPullCursor(page.state.transport_cursor)

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import httpx
 
@@ -42,6 +42,7 @@ from syncengine.engine.cycle import (
     reprocess_all,
 )
 from syncengine.engine.errors import ConfigurationError, StopRequested, classify
+from syncengine.engine.identity import read_identity
 from syncengine.engine.limits import (
     CATCH_UP_PUSH_LIMIT,
     PULL_PAGE_LIMIT,
@@ -57,6 +58,9 @@ from syncengine.http.errors import EngineState, ResyncRequired
 from syncengine.ops.status import SyncStatus
 from syncengine.store import Store
 from syncengine.store.connection import read_transaction, write_transaction
+
+if TYPE_CHECKING:
+    from syncengine.engine.workers import Workers
 from wire.scalars import format_timestamp
 
 __all__ = ["Engine", "EngineStatus", "SyncReport"]
@@ -180,6 +184,11 @@ class Engine:
     relay client (tests inject them); ``sleep`` is also how the run loop
     interrupts a retry wait on SIGTERM. ``progress_stream`` receives
     counts and rates on long transfers, only when it is a TTY.
+    ``workers`` is how many worker processes may seal and open large age-v1
+    batches (:mod:`syncengine.engine.workers`); the default 0 keeps all work
+    in this process, because a worker imports the caller's main module (the
+    usual ``multiprocessing`` rule); the CLI passes
+    :func:`~syncengine.engine.workers.worker_count`.
     """
 
     def __init__(
@@ -192,6 +201,7 @@ class Engine:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         progress_stream: TextIO | None = None,
+        workers: int = 0,
     ) -> None:
         self.store = Store(store_path)
         try:
@@ -208,6 +218,8 @@ class Engine:
         self._client: RelayClient | None = None
         self._identity_loaded = False
         self._identity: object | None = None
+        self._workers: Workers | None = None
+        self._worker_processes = workers
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -218,6 +230,9 @@ class Engine:
         self.close()
 
     def close(self) -> None:
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -259,9 +274,20 @@ class Engine:
         if self._identity_loaded:
             return self._identity
         path = self.connection.identity_path
-        self._identity = None if path is None else _read_identity(self.connection, Path(path))
+        self._identity = None if path is None else read_identity(self.connection, Path(path))
         self._identity_loaded = True
         return self._identity
+
+    def _offer_workers(self, batch: int) -> Workers | None:
+        """Worker processes for ``batch`` age-v1 messages, or ``None`` to work
+        in-process (a small batch, no workers allowed, or a failed pool)."""
+        from syncengine.engine.workers import MIN_PARALLEL_BATCH, Workers
+
+        if batch < MIN_PARALLEL_BATCH or self._worker_processes < 1:
+            return None
+        if self._workers is None:
+            self._workers = Workers(self.connection, self._worker_processes)
+        return self._workers if self._workers.available else None
 
     def _context(self) -> CycleContext:
         return CycleContext(
@@ -271,6 +297,7 @@ class Engine:
             history=self.history,
             identity=self._load_identity,
             progress=self._progress,
+            workers=self._offer_workers,
         )
 
     def _write(self, point: str, action: Callable[[Any], T]) -> T:
@@ -402,40 +429,18 @@ class Engine:
                 "this team has no age-v1 epoch configured; an identity has nothing to open"
             )
         path = Path(identity_file).absolute()
-        identity = _read_identity(c, path)
+        identity = read_identity(c, path)
         self._write(
             "engine.identity", lambda conn: st.set_identity_path(conn, c.binding_pk, str(path))
         )
         self.connection = _replace_identity(c, str(path))
         self._identity, self._identity_loaded = identity, True
+        if self._workers is not None:  # they read the identity of the old record
+            self._workers.close()
+            self._workers = None
 
 
 def _replace_identity(c: st.ConnectionRecord, path: str) -> st.ConnectionRecord:
     from dataclasses import replace
 
     return replace(c, identity_path=path)
-
-
-def _read_identity(connection: st.ConnectionRecord, path: Path) -> object:
-    """Read and validate an identity file against the epoch manifest; errors
-    name the path and the rule, never a byte of the file."""
-    from wire.age_profile import EpochManifest, install_identity
-    from wire.errors import WireError
-
-    assert connection.age_key_id is not None
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ConfigurationError(
-            f"cannot read identity file {path}: {exc.strerror}",
-            remediation="Restore the identity file or install another with "
-            "'syncengine security identity FILE'.",
-        ) from None
-    try:
-        manifest = EpochManifest.from_strings(connection.age_key_id, connection.age_recipients)
-        return install_identity(manifest, data)
-    except WireError as exc:
-        raise ConfigurationError(
-            f"identity file {path} is not usable for epoch {connection.age_key_id!r}: {exc.rule}",
-            remediation="Use the identity whose recipient is in the epoch's recipients file.",
-        ) from None

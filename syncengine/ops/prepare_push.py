@@ -27,7 +27,7 @@ query that finds new positions reads the ``origin = 'local'`` index
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ __all__ = [
     "BlockedSeal",
     "LocalMessage",
     "PrepareResult",
+    "SealAll",
     "Sealed",
     "check_limit",
     "plan_publish",
@@ -143,6 +144,12 @@ def seal_local(
     except WireError as exc:
         return BlockedSeal(message, request.max_blob_bytes, str(exc))
     return Sealed(message, wire_id, envelope)
+
+
+#: Seals a chunk of local messages elsewhere, or returns ``None`` to decline.
+SealAll = Callable[
+    [Sequence[LocalMessage], SyncPrepare, BindingKey], "list[Sealed | BlockedSeal] | None"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,6 +385,7 @@ def prepare_push(
     limit: int,
     now: str,
     after: int = 0,
+    seal_all: SealAll | None = None,
 ) -> PrepareResult:
     """Run one prepare; returns ``sync_state`` and the ordered candidates.
 
@@ -387,6 +395,10 @@ def prepare_push(
     the next round does not emit it a second time. Nothing is lost by the
     skip: the skipped reservations stay durable and unacknowledged, so any
     later prepare from 0 emits them again.
+
+    ``seal_all`` may seal a chunk elsewhere (the engine's worker processes);
+    it returns ``None`` to leave the chunk to :func:`seal_local` here. Either
+    way the chunk is sealed before ``prepare.sealed`` and published here.
     """
     check_limit(limit)
     if isinstance(after, bool) or not isinstance(after, int) or after < 0:
@@ -399,7 +411,9 @@ def prepare_push(
     candidates = list(existing)
     blocked: list[BlockedSeal] = []
     for chunk in _chunks(work):
-        items = [seal_local(message, request, key) for message in chunk]
+        items = seal_all(chunk, request, key) if seal_all is not None else None
+        if items is None:
+            items = [seal_local(message, request, key) for message in chunk]
         crash_point("prepare.sealed")
         plan = _publish(conn, path, binding, items, now)
         candidates.extend(plan.emitted)

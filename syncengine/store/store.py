@@ -35,7 +35,7 @@ from wire.scalars import format_timestamp
 if TYPE_CHECKING:
     from syncengine.ops.apply_pull import ApplyResult
     from syncengine.ops.bindings import BindingKey, SyncBinding
-    from syncengine.ops.prepare_push import PrepareResult
+    from syncengine.ops.prepare_push import PrepareResult, SealAll
     from syncengine.ops.records import (
         SyncPrepare,
         SyncPullCursor,
@@ -279,11 +279,16 @@ class Store:
             return retire_binding(conn, key, expected_revision)
 
     def sync_prepare_push(
-        self, key: BindingKey, request: SyncPrepare, limit: int, after: int = 0
+        self,
+        key: BindingKey,
+        request: SyncPrepare,
+        limit: int,
+        after: int = 0,
+        seal_all: SealAll | None = None,
     ) -> PrepareResult:
         from syncengine.ops.prepare_push import prepare_push
 
-        return prepare_push(self.conn, self.path, key, request, limit, _now(), after)
+        return prepare_push(self.conn, self.path, key, request, limit, _now(), after, seal_all)
 
     def sync_reconcile_push(
         self, key: BindingKey, acks: Sequence[SyncPushAck]

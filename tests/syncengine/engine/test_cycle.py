@@ -365,10 +365,12 @@ def test_push_all_records_the_acks_of_a_post_before_a_failed_overlapped_prepare_
     send(engine, 6)
     original = engine.store.sync_prepare_push
 
-    def fail_next_round(key: object, request: object, limit: int, after: int = 0) -> object:
+    def fail_next_round(
+        key: object, request: object, limit: int, after: int = 0, **kw: object
+    ) -> object:
         if after:
             raise RuntimeError("disk trouble while preparing round two")
-        return original(key, request, limit, after)  # type: ignore[arg-type]
+        return original(key, request, limit, after, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(engine.store, "sync_prepare_push", fail_next_round)
     with pytest.raises(RuntimeError, match="round two"):

@@ -1,0 +1,182 @@
+"""Judging pulled envelopes (specs/engine.md "Evaluation"; v1.md "Pull state
+layers").
+
+Every envelope is judged under the read policy effective at its own
+``server_seq`` — the server policy history intersected with the local
+security history — and then opened. The verdict is the driver's
+``sync_pull_message`` status: ``importable`` with its plaintext projection,
+or one of the blocking states with a bounded reason.
+
+:func:`judge` is the part that costs CPU (for age-v1, an X25519 agreement
+and a ChaCha20-Poly1305 pass per envelope). It is a pure function of its
+arguments and the identity, so :mod:`syncengine.engine.workers` can run it
+in other processes; :func:`evaluate_page` decides where it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from syncengine.engine.security import SecurityHistory, read_policy
+from syncengine.engine.state import ConnectionRecord
+from syncengine.ops.records import MAX_REASON_CHARS, SyncPullMessage
+from wire.envelope import Envelope
+from wire.http_v1.capabilities import Capabilities
+from wire.limits import MAX_BLOB_BYTES
+from wire.message import Message
+from wire.outcome import Blocked, Importable
+from wire.profiles import Binding, OpenContext, open_envelope
+
+if TYPE_CHECKING:
+    from syncengine.engine.workers import Workers
+
+__all__ = ["Pulled", "Verdict", "evaluate", "evaluate_page", "judge", "start_evaluation"]
+
+#: (status, reason, projection): what opening one envelope amounts to.
+Verdict = tuple[str, str | None, Message | None]
+#: (server_seq, wire ID, server_received_at, envelope) of one pulled envelope.
+Pulled = tuple[int, str, str, Envelope]
+
+
+def judge(
+    envelope: Envelope,
+    wire_id: str,
+    allowed_ciphers: frozenset[str],
+    connection: ConnectionRecord,
+    identity: Callable[[], object | None],
+) -> Verdict:
+    """Open one envelope under ``allowed_ciphers`` (the policy at its sequence).
+
+    The trusted epoch is the configured age-v1 ``key_id`` (none configured:
+    the envelope's own, which then has no identity → ``pending_key``). The
+    identity is asked for only when an age-v1 envelope passed policy.
+    """
+    identities: dict[str, object] = {}
+    if (
+        envelope.cipher == "age-v1"
+        and envelope.cipher in allowed_ciphers
+        and connection.age_key_id is not None
+        and envelope.key_id == connection.age_key_id
+    ):
+        loaded = identity()
+        if loaded is not None:
+            identities[connection.age_key_id] = loaded
+    ctx = OpenContext(
+        binding=Binding(connection.remote_team_id, wire_id, connection.protocol_version),
+        allowed_ciphers=allowed_ciphers,
+        trusted_key_id=connection.age_key_id,
+        identities=identities,
+        max_blob_bytes=MAX_BLOB_BYTES,
+    )
+    outcome = open_envelope(envelope, ctx)
+    if isinstance(outcome, Importable):
+        return "importable", None, outcome.message
+    assert isinstance(outcome, Blocked)
+    return outcome.state.value, outcome.reason[:MAX_REASON_CHARS], None
+
+
+def evaluate(
+    *,
+    server_seq: int,
+    wire_id: str,
+    server_received_at: str,
+    envelope: Envelope,
+    caps: Capabilities,
+    history: SecurityHistory,
+    connection: ConnectionRecord,
+    identity: Callable[[], object | None],
+) -> SyncPullMessage:
+    """One envelope's import status under the policy effective at its sequence."""
+    policy = read_policy(caps, history, server_seq)
+    status, reason, projection = judge(
+        envelope, wire_id, policy.allowed_ciphers, connection, identity
+    )
+    return SyncPullMessage(
+        server_seq,
+        wire_id,
+        server_received_at,
+        envelope,
+        status,
+        policy.policy_revision,
+        policy.local_security_revision,
+        reason,
+        projection,
+    )
+
+
+def evaluate_page(
+    page: Sequence[Pulled],
+    *,
+    caps: Capabilities,
+    history: SecurityHistory,
+    connection: ConnectionRecord,
+    identity: Callable[[], object | None],
+    workers: Callable[[int], Workers | None],
+) -> list[SyncPullMessage]:
+    """Evaluate a page in order (see :func:`start_evaluation`)."""
+    return start_evaluation(
+        page,
+        caps=caps,
+        history=history,
+        connection=connection,
+        identity=identity,
+        workers=workers,
+    )()
+
+
+def start_evaluation(
+    page: Sequence[Pulled],
+    *,
+    caps: Capabilities,
+    history: SecurityHistory,
+    connection: ConnectionRecord,
+    identity: Callable[[], object | None],
+    workers: Callable[[int], Workers | None],
+) -> Callable[[], list[SyncPullMessage]]:
+    """Start evaluating a page; the result, called, gives the page's
+    ``sync_pull_message`` records in order.
+
+    ``workers`` is offered the number of age-v1 envelopes and may return a
+    pool: the openings then run there while the caller goes on (the engine
+    applies the previous page meanwhile). Otherwise, or if the pool fails,
+    they run here.
+    """
+    policies = [read_policy(caps, history, item[0]) for item in page]
+    sealed = sum(1 for item in page if item[3].cipher == "age-v1")
+    pool = workers(sealed) if sealed else None
+    pending: Callable[[], list[Verdict] | None] | None = None
+    if pool is not None:
+        identity()  # an unreadable identity file fails here, named, not in a worker
+        pending = pool.judge(
+            [
+                (item[3], item[1], policy.allowed_ciphers)
+                for item, policy in zip(page, policies, strict=True)
+            ]
+        )
+
+    def finish() -> list[SyncPullMessage]:
+        verdicts = pending() if pending is not None else None
+        if verdicts is None:
+            verdicts = [
+                judge(item[3], item[1], policy.allowed_ciphers, connection, identity)
+                for item, policy in zip(page, policies, strict=True)
+            ]
+        return [
+            SyncPullMessage(
+                seq,
+                wire_id,
+                received,
+                envelope,
+                status,
+                policy.policy_revision,
+                policy.local_security_revision,
+                reason,
+                projection,
+            )
+            for (seq, wire_id, received, envelope), policy, (status, reason, projection) in zip(
+                page, policies, verdicts, strict=True
+            )
+        ]
+
+    return finish
