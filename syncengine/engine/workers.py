@@ -26,8 +26,11 @@ crash point stays in the engine's process. If a worker dies or the pool
 cannot start, the batch is redone in-process and the pool is not used
 again by this engine (logged).
 
-Workers come from a ``forkserver``: unlike ``fork`` it is safe while the
-engine's network threads run, and it starts faster than ``spawn``.
+Workers are ``spawn``-ed children of the engine: unlike ``fork`` that is
+safe while the engine's network threads run and its SQLite connection is
+open. A worker drops the engine's stdin/stdout/stderr and exits on its own
+soon after the engine process is gone, however it ended, so a crashed or
+killed engine leaves no process behind holding its pipes.
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ MIN_PARALLEL_BATCH = 200
 #: Each batch is cut into this many parts per worker, so that a worker that
 #: finishes early takes the next part instead of waiting.
 _PARTS_PER_WORKER = 2
+#: Seconds between a worker's checks that the engine is still alive.
+_WATCH_INTERVAL = 0.25
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -177,8 +182,7 @@ class Workers:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload([__name__])
+            context = multiprocessing.get_context("spawn")
             self._pool = ProcessPoolExecutor(
                 self._processes,
                 mp_context=context,
@@ -203,8 +207,34 @@ def _initialize(connection: ConnectionRecord) -> None:
     # Ctrl-C reaches the whole process group; the engine decides how to stop
     # and then closes the pool, so a worker ignores it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _detach_stdio()
+    _follow_engine(os.getppid())
     _connection = connection
     _identity.clear()
+
+
+def _detach_stdio() -> None:
+    """A worker never writes to the terminal; holding the engine's stdout and
+    stderr would keep a caller's pipes open after the engine is gone."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def _follow_engine(engine_pid: int) -> None:
+    """Exit soon after the engine does, however it ended (a crash point's
+    ``os._exit``, SIGKILL, power to the process cut): an orphaned worker is
+    re-parented, which this thread notices within a quarter second."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == engine_pid:
+            time.sleep(_WATCH_INTERVAL)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="syncengine-worker-watch", daemon=True).start()
 
 
 def _worker_identity() -> object | None:
