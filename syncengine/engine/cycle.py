@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from syncengine.engine.batching import plan_batches
 from syncengine.engine.errors import PushOversized
-from syncengine.engine.evaluation import evaluate, evaluate_page, start_evaluation
+from syncengine.engine.evaluation import start_evaluation
 from syncengine.engine.progress import Progress
 from syncengine.engine.security import SecurityHistory, WritePlan, plan_write
 from syncengine.engine.state import ConnectionRecord
@@ -59,7 +59,6 @@ __all__ = [
     "PushReport",
     "ReprocessReport",
     "drain_push",
-    "evaluate",
     "pull_all",
     "push_once",
     "reprocess_all",
@@ -488,7 +487,7 @@ def reprocess_all(ctx: CycleContext, page_limit: int) -> ReprocessReport:
         page = ctx.store.sync_reprocess(ctx.key, page_limit, page_after)
         report.pages += 1
         if page.candidates:
-            evaluated = evaluate_page(
+            evaluated = start_evaluation(
                 [
                     (c.server_seq, c.wire_id, c.server_received_at, c.envelope)
                     for c in page.candidates
@@ -498,7 +497,7 @@ def reprocess_all(ctx: CycleContext, page_limit: int) -> ReprocessReport:
                 connection=ctx.connection,
                 identity=ctx.identity,
                 workers=ctx.workers,
-            )
+            )()
             # The cursor stays where it is: reprocess never moves transport.
             applied = ctx.store.sync_apply_pull(
                 ctx.key, evaluated, SyncPullCursor(page.state.transport_cursor)

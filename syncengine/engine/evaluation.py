@@ -10,7 +10,7 @@ or one of the blocking states with a bounded reason.
 :func:`judge` is the part that costs CPU (for age-v1, an X25519 agreement
 and a ChaCha20-Poly1305 pass per envelope). It is a pure function of its
 arguments and the identity, so :mod:`syncengine.engine.workers` can run it
-in other processes; :func:`evaluate_page` decides where it runs.
+in other processes; :func:`start_evaluation` decides where it runs.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from wire.profiles import Binding, OpenContext, open_envelope
 if TYPE_CHECKING:
     from syncengine.engine.workers import Workers
 
-__all__ = ["Pulled", "Verdict", "evaluate", "evaluate_page", "judge", "start_evaluation"]
+__all__ = ["Pulled", "Verdict", "judge", "start_evaluation"]
 
 #: (status, reason, projection): what opening one envelope amounts to.
 Verdict = tuple[str, str | None, Message | None]
@@ -74,55 +74,6 @@ def judge(
         return "importable", None, outcome.message
     assert isinstance(outcome, Blocked)
     return outcome.state.value, outcome.reason[:MAX_REASON_CHARS], None
-
-
-def evaluate(
-    *,
-    server_seq: int,
-    wire_id: str,
-    server_received_at: str,
-    envelope: Envelope,
-    caps: Capabilities,
-    history: SecurityHistory,
-    connection: ConnectionRecord,
-    identity: Callable[[], object | None],
-) -> SyncPullMessage:
-    """One envelope's import status under the policy effective at its sequence."""
-    policy = read_policy(caps, history, server_seq)
-    status, reason, projection = judge(
-        envelope, wire_id, policy.allowed_ciphers, connection, identity
-    )
-    return SyncPullMessage(
-        server_seq,
-        wire_id,
-        server_received_at,
-        envelope,
-        status,
-        policy.policy_revision,
-        policy.local_security_revision,
-        reason,
-        projection,
-    )
-
-
-def evaluate_page(
-    page: Sequence[Pulled],
-    *,
-    caps: Capabilities,
-    history: SecurityHistory,
-    connection: ConnectionRecord,
-    identity: Callable[[], object | None],
-    workers: Callable[[int], Workers | None],
-) -> list[SyncPullMessage]:
-    """Evaluate a page in order (see :func:`start_evaluation`)."""
-    return start_evaluation(
-        page,
-        caps=caps,
-        history=history,
-        connection=connection,
-        identity=identity,
-        workers=workers,
-    )()
 
 
 def start_evaluation(
