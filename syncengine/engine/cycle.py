@@ -227,9 +227,13 @@ def send_batches(
 
     def post(batch: Sequence[SyncPushCandidate], overlap: Overlap | None) -> PushResponse:
         request = MessageBatch(tuple(OutgoingMessage(c.wire_id, c.envelope) for c in batch))
+        encoded = ctx.client.encode_batch(request)
         if overlap is None:
-            return ctx.client.post_messages(request)
-        return overlap.around(ctx.client.post_messages, request)
+            return ctx.client.send_batch(encoded)()
+        # Only the request leaves this thread: encoding and parsing hold the
+        # GIL, and beside the store's SQLite calls (which release it) they
+        # would make each of those wait to get it back.
+        return overlap.around(ctx.client.send_batch, encoded)()
 
     def send(batch: Sequence[SyncPushCandidate], overlap: Overlap | None) -> None:
         try:
@@ -431,13 +435,13 @@ def pull_all(ctx: CycleContext, page_limit: int) -> PullReport:
 
     with ThreadPoolExecutor(1, thread_name_prefix="syncengine-get") as pool:
         caps = client.capabilities()
-        ahead = pool.submit(client.get_messages, cursor, page_limit)
+        ahead = pool.submit(client.fetch_messages, cursor, page_limit)
         pending: tuple[MessagePage, Callable[[], list[SyncPullMessage]]] | None = None
         while True:
             try:
-                page = ahead.result()
+                page = ahead.result()()  # fetched there, parsed here
                 if page.has_more:
-                    ahead = pool.submit(client.get_messages, page.next_after, page_limit)
+                    ahead = pool.submit(client.fetch_messages, page.next_after, page_limit)
                 report.pages += 1
                 if page.messages and page.messages[-1].server_seq > caps.current_seq:
                     caps = pool.submit(client.capabilities).result()

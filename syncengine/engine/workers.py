@@ -187,7 +187,7 @@ class Workers:
                 self._processes,
                 mp_context=context,
                 initializer=_initialize,
-                initargs=(self._connection,),
+                initargs=(self._connection, os.getpid()),
             )
         return self._pool
 
@@ -202,13 +202,16 @@ _connection: ConnectionRecord | None = None
 _identity: list[object | None] = []
 
 
-def _initialize(connection: ConnectionRecord) -> None:
+def _initialize(connection: ConnectionRecord, engine_pid: int) -> None:
     global _connection
     # Ctrl-C reaches the whole process group; the engine decides how to stop
     # and then closes the pool, so a worker ignores it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _detach_stdio()
-    _follow_engine(os.getppid())
+    # The engine's pid comes from the engine: were it read here with
+    # getppid(), an engine that died while this worker started would already
+    # have been replaced by the new parent, and the worker would wait forever.
+    _follow_engine(engine_pid)
     _connection = connection
     _identity.clear()
 

@@ -29,13 +29,15 @@ relay sends back.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import ipaddress
 import logging
 import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import httpx
 
@@ -81,6 +83,7 @@ __all__ = [
     "PAGE_BASE_BYTES",
     "PAGE_MESSAGE_BYTES",
     "ClientConfig",
+    "EncodedBatch",
     "RelayBinding",
     "RelayClient",
     "check_endpoint",
@@ -223,10 +226,20 @@ class _Call(Generic[T]):
     check_error: Callable[[e.RelayClientError], None] | None = None
     #: Secrets that must never appear in text we keep (token in flight).
     redact: tuple[Secret, ...] = ()
+    #: Return the 200 body unparsed, as a callable that parses it where called.
+    defer: bool = False
 
     @property
     def describe(self) -> str:
         return f"{self.method} {self.path}"
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedBatch:
+    """A batch and its request body, encoded once: every retry sends these bytes."""
+
+    batch: MessageBatch
+    body: bytes
 
 
 class RelayClient:
@@ -359,11 +372,22 @@ class RelayClient:
         (v1.md "Scope and conventions"), so the caller splits it just as
         after a relay 413.
         """
+        return self.send_batch(self.encode_batch(batch))()
+
+    def encode_batch(self, batch: MessageBatch) -> EncodedBatch:
+        """The first third of :meth:`post_messages`: the exact request bytes."""
         body = encode_body(self._build(batch.to_obj))
         if len(body) > MAX_REQUEST_BYTES:
             raise e.RequestTooLarge(
                 f"batch encodes to {len(body)} bytes, over the {MAX_REQUEST_BYTES}-byte limit"
             )
+        return EncodedBatch(batch, body)
+
+    def send_batch(self, encoded: EncodedBatch) -> Callable[[], PushResponse]:
+        """The rest of :meth:`post_messages` in two halves, like
+        :meth:`fetch_messages`: the request with every retry happens now, the
+        returned callable parses and checks the answer where it is called."""
+        batch = encoded.batch
 
         def parse(obj: Any) -> PushResponse:
             return PushResponse.from_obj(obj).check_matches(batch)
@@ -374,9 +398,10 @@ class RelayClient:
             parse,
             self._config.max_document_bytes,
             self._expected(),
-            body=body,
+            body=encoded.body,
         )
-        return self._run(call)
+        deferred = cast("_Call[Callable[[], PushResponse]]", dataclasses.replace(call, defer=True))
+        return self._run(deferred)
 
     def get_messages(
         self, after: int, limit: int | None = None, *, max_response_bytes: int | None = None
@@ -386,6 +411,27 @@ class RelayClient:
         410 surfaces as :class:`ResyncRequired` (its ``after`` must be ours).
         The body bound follows from ``limit``; ``max_response_bytes`` lowers it.
         """
+        return self._run(self._messages_call(after, limit, max_response_bytes))
+
+    def fetch_messages(
+        self, after: int, limit: int | None = None, *, max_response_bytes: int | None = None
+    ) -> Callable[[], MessagePage]:
+        """:meth:`get_messages` in two halves: the request (every retry and
+        every error of the table) happens now, and the returned callable
+        decodes, checks and parses the body where it is called.
+
+        The engine requests the next page on a thread and parses it on its
+        own: parsing holds the GIL, and a thread parsing beside the store's
+        SQLite calls (which release it) would make each of those wait for it
+        back.
+        """
+        call = self._messages_call(after, limit, max_response_bytes)
+        deferred = cast("_Call[Callable[[], MessagePage]]", dataclasses.replace(call, defer=True))
+        return self._run(deferred)
+
+    def _messages_call(
+        self, after: int, limit: int | None, max_response_bytes: int | None
+    ) -> _Call[MessagePage]:
         query = MessagesQuery(after, limit)
         params = tuple(self._build(query.to_params))
         bound = page_response_bound(query.effective_limit, self._config, max_response_bytes)
@@ -409,7 +455,7 @@ class RelayClient:
             params=params,
             check_error=check_error,
         )
-        return self._run(call)
+        return call
 
     def members(self) -> MembersDocument:
         """``GET /v1/members``: the roster snapshot."""
@@ -564,17 +610,24 @@ class RelayClient:
                 "the response lacks Agmsg-Protocol-Version: 1", status=status
             ) from None
         if status == 200:
-            obj = self._decode(self._read(response, call.max_bytes), status)
-            self._precheck_ids(obj, call)
-            try:
-                return call.parse(obj)
-            except WireError as exc:
-                raise e.ProtocolViolation(
-                    f"invalid {call.describe} answer: {exc}", status=status
-                ) from None
+            data = self._read(response, call.max_bytes)
+            if call.defer:
+                return cast(T, functools.partial(self._complete, call, data, status))
+            return self._complete(call, data, status)
         if 200 <= status < 300 or status < 200:
             raise e.ProtocolViolation(f"unexpected HTTP {status}", status=status)
         raise self._error(call, response, retry_after)
+
+    def _complete(self, call: _Call[T], data: bytes, status: int) -> T:
+        """A 200 body → the document: strict JSON, binding IDs, then the schema."""
+        obj = self._decode(data, status)
+        self._precheck_ids(obj, call)
+        try:
+            return call.parse(obj)
+        except WireError as exc:
+            raise e.ProtocolViolation(
+                f"invalid {call.describe} answer: {exc}", status=status
+            ) from None
 
     def _error(
         self, call: _Call[Any], response: httpx.Response, retry_after: float | None
