@@ -375,3 +375,30 @@ def test_arbitrary_header_lines_never_escape_as_unhandled_errors(lines: list[byt
     data = af.VERSION_LINE + b"\n".join(lines) + b"\n" + bytes(40)
     with pytest.raises(WireError):
         af.decrypt(data, ALICE)
+
+
+# --- key derivation ---------------------------------------------------------
+
+
+def test_hkdf_matches_rfc5869_test_case_1_truncated_to_32_bytes() -> None:
+    ikm = bytes.fromhex("0b" * 22)
+    salt = bytes.fromhex("000102030405060708090a0b0c")
+    info = bytes.fromhex("f0f1f2f3f4f5f6f7f8f9")
+    okm = "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf"
+    assert af._hkdf(ikm, salt, info).hex() == okm
+
+
+def test_hkdf_matches_rfc5869_test_case_3_empty_salt_and_info() -> None:
+    okm = "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d"
+    assert af._hkdf(bytes.fromhex("0b" * 22), b"", b"").hex() == okm
+
+
+@given(st.binary(max_size=80), st.binary(max_size=80), st.binary(max_size=40))
+def test_hkdf_equals_the_cryptography_library_for_any_input(
+    ikm: bytes, salt: bytes, info: bytes
+) -> None:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    expected = HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=info).derive(ikm)
+    assert af._hkdf(ikm, salt, info) == expected

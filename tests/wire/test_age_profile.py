@@ -146,7 +146,10 @@ def test_seal_refuses_duplicate_recipients() -> None:
 
 
 def test_seal_refuses_an_invalid_recipient_naming_its_index() -> None:
-    broken = (RECIPIENTS[0], RECIPIENTS[1][:-1] + "q")
+    # Swap the last bech32 character for another one, so the checksum fails
+    # (a fixed "q" left the recipient intact whenever it already ended in q).
+    last = RECIPIENTS[1][-1]
+    broken = (RECIPIENTS[0], RECIPIENTS[1][:-1] + ("p" if last == "q" else "q"))
     with pytest.raises(ProfileError) as caught:
         seal(MESSAGE, "age-v1", dataclasses.replace(PARAMS, recipients=broken))
     assert caught.value.field == "recipients[1]"
