@@ -22,6 +22,7 @@ __all__ = [
     "CRASH_POINTS",
     "ENGINE_CRASH_POINTS",
     "STAGE1_CRASH_POINTS",
+    "STORE_CRASH_POINTS",
     "armed_point",
     "crash_point",
 ]
@@ -74,8 +75,26 @@ ENGINE_CRASH_POINTS: tuple[str, ...] = (
     "engine.identity.after_commit",
 )
 
-#: Every crash point: the Stage-1 ones, then the engine's.
-CRASH_POINTS: tuple[str, ...] = STAGE1_CRASH_POINTS + ENGINE_CRASH_POINTS
+#: The storage contract's and the team registry's transactions (specs/store.md
+#: §3; proven by crash_tests/test_store_crash_points.py): each one is one
+#: ``write_transaction`` with these two points around its commit.
+STORE_CRASH_POINTS: tuple[str, ...] = tuple(
+    f"{name}.{when}_commit"
+    for name in (
+        "team.create",
+        "team.add_members",
+        "team.rename",
+        "store.send",
+        "store.mark_read",
+        "store.consume",
+        "store.import",
+        "store.compact",
+    )
+    for when in ("before", "after")
+)
+
+#: Every crash point: the Stage-1 ones, the engine's, then the store's.
+CRASH_POINTS: tuple[str, ...] = STAGE1_CRASH_POINTS + ENGINE_CRASH_POINTS + STORE_CRASH_POINTS
 
 _ARMED: str | None = os.environ.get("SYNCENGINE_CRASH_AT") or None
 

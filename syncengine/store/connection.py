@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from syncengine.crash import crash_point
 from syncengine.store.errors import (
     CorruptStore,
     MissingDependency,
@@ -101,21 +102,27 @@ def open_connection(path: Path, *, create: bool, busy_timeout_ms: int) -> Any:
 
 
 @contextlib.contextmanager
-def write_transaction(conn: Any, path: Path) -> Iterator[Any]:
+def write_transaction(conn: Any, path: Path, name: str | None = None) -> Iterator[Any]:
     """One atomic writer transaction: ``BEGIN IMMEDIATE`` … ``COMMIT``.
 
     Any exception rolls everything back, so a state transition is either
     wholly durable or absent (the crash-safety rule of specs/store.md §3).
+    A ``name`` gives the transaction the crash points
+    ``<name>.before_commit`` and ``<name>.after_commit`` (syncengine/crash.py).
     """
     with translate_sqlite_errors(path):
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
+            if name is not None:
+                crash_point(f"{name}.before_commit")
             conn.execute("COMMIT")
         except BaseException:
             if not conn.getautocommit():
                 conn.execute("ROLLBACK")
             raise
+    if name is not None:
+        crash_point(f"{name}.after_commit")
 
 
 @contextlib.contextmanager

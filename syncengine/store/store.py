@@ -166,15 +166,15 @@ class Store:
     # -- team registry -------------------------------------------------------------
 
     def create_team(self, name: str, members: Sequence[str] = ()) -> Team:
-        with write_transaction(self.conn, self.path) as conn:
+        with write_transaction(self.conn, self.path, "team.create") as conn:
             return teams.create_team(conn, name, tuple(members), _now())
 
     def add_members(self, team: str, members: Sequence[str]) -> Team:
-        with write_transaction(self.conn, self.path) as conn:
+        with write_transaction(self.conn, self.path, "team.add_members") as conn:
             return teams.add_members(conn, team, tuple(members), _now())
 
     def rename_team(self, old: str, new: str) -> Team:
-        with write_transaction(self.conn, self.path) as conn:
+        with write_transaction(self.conn, self.path, "team.rename") as conn:
             return teams.rename_team(conn, old, new)
 
     def team(self, name: str) -> Team:
@@ -196,7 +196,7 @@ class Store:
         items = list(outgoing)
         if not items:
             return []
-        with write_transaction(self.conn, self.path) as conn:
+        with write_transaction(self.conn, self.path, "store.send") as conn:
             return messages.insert_messages(conn, items, _now())
 
     def list_unread(self, team: str, agent: str, limit: int | None = None) -> list[MessageSent]:
@@ -204,7 +204,7 @@ class Store:
             return messages.list_unread(conn, team, agent, limit)
 
     def mark_read_batch(self, team: str, agent: str, message_ids: Sequence[str]) -> None:
-        with write_transaction(self.conn, self.path) as conn:
+        with write_transaction(self.conn, self.path, "store.mark_read") as conn:
             read_state.mark_read(conn, team, agent, list(message_ids), _now())
 
     def read_cursor_get(self, team: str, agent: str) -> str:
@@ -214,7 +214,7 @@ class Store:
     def read_cursor_consume(
         self, team: str, agent: str, cursor: str, message_ids: Sequence[str] = ()
     ) -> str:
-        with write_transaction(self.conn, self.path) as conn:
+        with write_transaction(self.conn, self.path, "store.consume") as conn:
             return read_state.read_cursor_consume(
                 conn, team, agent, cursor, list(message_ids), _now()
             )
@@ -248,12 +248,12 @@ class Store:
         return self.import_bytes(data, str(source))
 
     def import_bytes(self, data: bytes, source: str = "input") -> tuple[int, int]:
-        with write_transaction(self.conn, self.path) as conn:
+        with write_transaction(self.conn, self.path, "store.import") as conn:
             return event_log.import_events(conn, data, source, _now())
 
     def compact(self) -> int:
         """Coalesce redundant read markers; returns the number removed."""
-        with write_transaction(self.conn, self.path) as conn:
+        with write_transaction(self.conn, self.path, "store.compact") as conn:
             return event_log.compact(conn)
 
     # -- Stage-1 sync (specs/sync-stage1.md) --------------------------------------
