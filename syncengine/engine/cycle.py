@@ -279,9 +279,11 @@ def _reconcile(
     _log.info("push.reconciled %d acks, push cursor %d", len(acks), result.push_cursor)
 
 
-def _plan(ctx: CycleContext) -> tuple[WritePlan, SyncPrepare]:
-    """Capabilities preflight → effective write set → the prepare request."""
-    caps = ctx.client.capabilities()
+def _plan(ctx: CycleContext, caps: Capabilities | None = None) -> tuple[WritePlan, SyncPrepare]:
+    """Capabilities preflight (fetched here unless given) → effective write
+    set → the prepare request."""
+    if caps is None:
+        caps = ctx.client.capabilities()
     plan = plan_write(
         caps, supported_ciphers(), ctx.history(), age_configured=ctx.connection.age_configured
     )
@@ -342,7 +344,8 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
       a serial push;
     - round *r + 1* uses the write set read at round *r*'s preflight, one
       round trip old — the same window a single push has between its
-      preflight and its POST.
+      preflight and its POST; round *r + 2*'s preflight is fetched on the
+      relay thread just before round *r*'s POST.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -374,13 +377,17 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
                         )
                     )
 
+                # The next round's preflight goes ahead of this round's POST
+                # on the relay thread, so it costs the engine no round trip.
+                preflight = pool.submit(ctx.client.capabilities)
                 tally = send_batches(ctx, candidates, progress, Overlap(pool, prepare_next))
             else:
+                preflight = None
                 tally = send_batches(ctx, candidates, progress)
             total.add(tally)
-            if not nxt:
+            if not nxt or preflight is None:
                 break
-            plan, request = _plan(ctx)
+            plan, request = _plan(ctx, preflight.result())
             prepared = nxt[0]
     progress.done()
     return _report(limit, plan, candidates_seen, blocked_seen, total)
