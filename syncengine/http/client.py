@@ -279,7 +279,7 @@ class RelayClient:
             base_url=self._endpoint,
             timeout=self._config.timeout,
             follow_redirects=False,
-            verify=self._config.verify if self._config.verify is not None else True,
+            verify=self._trust(),
             trust_env=self._config.trust_env,
             limits=httpx.Limits(
                 max_connections=self._config.max_connections,
@@ -287,6 +287,19 @@ class RelayClient:
             ),
             transport=transport,
         )
+
+    def _trust(self) -> ssl.SSLContext | bool:
+        """The TLS trust for this client: the configured context, the default
+        trust store for ``https`` — or, for a plain ``http`` endpoint (loopback
+        or private addresses only, see :func:`check_endpoint`), a verifying
+        context that trusts nothing. Nothing is ever sent over TLS then (redirects are refused),
+        and a start-up skips loading the CA bundle (about 45 ms); should TLS
+        ever be attempted, it fails closed."""
+        if self._config.verify is not None:
+            return self._config.verify
+        if self._endpoint.scheme == "http":
+            return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, no anchors
+        return True
 
     # --- lifecycle ------------------------------------------------------------
 

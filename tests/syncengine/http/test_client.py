@@ -611,6 +611,31 @@ def test_tls_verification_cannot_be_turned_off() -> None:
         ClientConfig(verify=context)
 
 
+def test_a_plain_http_client_trusts_no_certificate_authority_but_still_verifies() -> None:
+    from syncengine.http import RelayClient
+
+    with RelayClient("http://127.0.0.1:9") as client:
+        trust = client._trust()
+    assert isinstance(trust, ssl.SSLContext)
+    assert trust.verify_mode == ssl.CERT_REQUIRED and trust.check_hostname
+    assert trust.cert_store_stats()["x509_ca"] == 0
+
+
+def test_an_https_client_uses_the_default_trust_store() -> None:
+    from syncengine.http import RelayClient
+
+    with RelayClient("https://127.0.0.1:9") as client:
+        assert client._trust() is True
+
+
+def test_a_configured_tls_context_is_used_as_given() -> None:
+    from syncengine.http import RelayClient
+
+    context = ssl.create_default_context()
+    with RelayClient("http://127.0.0.1:9", config=ClientConfig(verify=context)) as client:
+        assert client._trust() is context
+
+
 def test_every_timeout_phase_must_be_set() -> None:
     with pytest.raises(ClientUsageError):
         ClientConfig(timeout=httpx.Timeout(5.0, read=None))
