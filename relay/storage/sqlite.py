@@ -17,6 +17,11 @@ counter). Reads run in WAL snapshots (``BEGIN`` deferred), so a page, its
 floor check and its ``has_more`` probe see one snapshot.
 
 Each thread keeps its own connection (APSW releases the GIL inside SQLite).
+
+Every write transaction is named (``relay.post``, ``relay.pairing``, …) and
+passes ``<name>.before_commit`` / ``<name>.after_commit`` around its COMMIT,
+where ``SYNCENGINE_CRASH_AT`` can kill the process (relay/crash.py lists
+them all; crash_tests/test_relay_crash_points.py proves each one).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import Any, Protocol, TypeVar
 import apsw
 
 from relay.admission import ExistingId, plan_batch
+from relay.crash import crash_point
 from relay.errors import (
     CredentialScopeViolation,
     Forbidden,
@@ -314,7 +320,9 @@ class SqliteRelayStore:
                 "('schema_version', ?)",
                 (instance_id, str(SCHEMA_VERSION)),
             )
+            crash_point("relay.init.before_commit")
             conn.execute("COMMIT")
+            crash_point("relay.init.after_commit")
         finally:
             conn.close()
         for suffix in ("-wal", "-shm"):
@@ -363,7 +371,9 @@ class SqliteRelayStore:
                 conn.close()
 
     @contextmanager
-    def _tx(self, write: bool) -> Iterator[_Db]:
+    def _tx(self, write: bool, name: str | None = None) -> Iterator[_Db]:
+        """One transaction; a named write one passes ``<name>.before_commit``
+        and ``<name>.after_commit`` (relay/crash.py) around its COMMIT."""
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
@@ -373,12 +383,20 @@ class SqliteRelayStore:
                 raise
             conn.execute("ROLLBACK")
             raise
+        named = write and name is not None
+        if named:
+            crash_point(f"{name}.before_commit")
         conn.execute("COMMIT")
+        if named:
+            crash_point(f"{name}.after_commit")
 
-    def _run(self, write: bool, body: Callable[[_Db], T]) -> T:
-        """Run ``body`` as one transaction, mapping database failures to 503/500."""
+    def _run(self, write: bool, body: Callable[[_Db], T], name: str | None = None) -> T:
+        """Run ``body`` as one transaction, mapping database failures to 503/500.
+
+        ``name`` names a write transaction's crash points (relay/crash.py).
+        """
         try:
-            with self._tx(write) as conn:
+            with self._tx(write, name) as conn:
                 return body(conn)
         except RelayError:
             raise
@@ -534,7 +552,7 @@ class SqliteRelayStore:
             binding = TeamBinding(team.team_id, team.team_name, floor)
             return PostResult(binding, policy.policy_revision, plan.acks, retention)
 
-        result = self._run(True, body)
+        result = self._run(True, body, "relay.post")
         if result.retention is not None:
             _log_retention(result.retention, automatic=True)
         return result
@@ -600,7 +618,7 @@ class SqliteRelayStore:
             items, has_more = self._read_page(conn, team, request.page_after, request.page_limit)
             return ReadStatePage(team.binding, team.current_seq, items, has_more)
 
-        return self._run(bool(request.updates), body)
+        return self._run(bool(request.updates), body, "relay.read_state")
 
     def _merge_read_updates(self, conn: _Db, team: _Team, request: ReadStateRequest) -> None:
         """Validate, max-merge, set-union, GC on proof, then enforce the bounds."""
@@ -769,7 +787,7 @@ class SqliteRelayStore:
             assert team is not None
             return ExchangeResult(credential_id, self._snapshot(conn, team))
 
-        return self._run(True, body)
+        return self._run(True, body, "relay.pairing")
 
     def revoke_own_credential(self, access: Access, credential_id: str, now: str) -> RevokeResult:
         def body(conn: _Db) -> RevokeResult:
@@ -786,7 +804,7 @@ class SqliteRelayStore:
             ).fetchone()
             return RevokeResult(team.binding, own_id, str(revoked_at))
 
-        return self._run(True, body)
+        return self._run(True, body, "relay.revoke")
 
     # -- operator control plane ---------------------------------------------------------------
     def apply_provisioning(self, document: ProvisioningDocument, now: str) -> TeamSummary:
@@ -824,7 +842,7 @@ class SqliteRelayStore:
                 document.team_id, document.team_name, revision, len(document.members), created
             )
 
-        return self._run(True, body)
+        return self._run(True, body, "relay.provision")
 
     @staticmethod
     def _replace_roster(conn: _Db, team: _Team, document: ProvisioningDocument) -> None:
@@ -911,7 +929,7 @@ class SqliteRelayStore:
             )
             return IssuedToken(team_id, device_name, now, expires_at)
 
-        return self._run(True, body)
+        return self._run(True, body, "relay.token_issue")
 
     def list_credentials(self, team_id: str | None) -> tuple[CredentialInfo, ...]:
         def body(conn: _Db) -> tuple[CredentialInfo, ...]:
@@ -952,7 +970,7 @@ class SqliteRelayStore:
                 )
             return CredentialInfo(row[0], team_id, row[1], row[2], row[3])
 
-        return self._run(True, body)
+        return self._run(True, body, "relay.credential_revoke")
 
     def set_policy(self, team_id: str, write_allowed_ciphers: Sequence[str]) -> PolicyEntry:
         """Append a policy revision effective from ``current_seq + 1``.
@@ -1002,7 +1020,7 @@ class SqliteRelayStore:
             )
             return PolicyEntry(revision, boundary, ACCEPTED_ENVELOPE_VERSIONS, ciphers)
 
-        return self._run(True, body)
+        return self._run(True, body, "relay.policy")
 
     def retain(self, team_id: str, through_seq: int) -> RetentionResult:
         def body(conn: _Db) -> RetentionResult:
@@ -1014,7 +1032,7 @@ class SqliteRelayStore:
                 )
             return self._retain_locked(conn, team, through_seq)
 
-        result = self._run(True, body)
+        result = self._run(True, body, "relay.retain")
         _log_retention(result, automatic=False)
         return result
 
