@@ -482,8 +482,16 @@ def test_init_killed_at_its_commit(tmp_path: Path, when: str) -> None:
     _integrity_ok(db)
     tables = [name for (name,) in _sql(db, "SELECT name FROM sqlite_master WHERE type = 'table'")]
     if when == "before":
-        # No schema and no server identity: nothing a relay could serve from.
+        # No schema and no server identity: nothing a relay could serve from,
+        # and ``init`` run again takes the empty file over.
         assert tables == []
+        instance_id = SqliteRelayStore.initialize(db)
+        store = SqliteRelayStore(db)
+        try:
+            assert store.server_instance_id == instance_id
+        finally:
+            store.close()
+        assert stat.S_IMODE(db.stat().st_mode) == 0o600
         return
     assert set(tables) >= {"relay_meta", "teams", "messages", "wire_ids", "credentials"}
     ((instance_id,),) = _sql(db, "SELECT value FROM relay_meta WHERE key = 'server_instance_id'")

@@ -274,6 +274,24 @@ def _unavailable() -> Unavailable:
     return Unavailable(headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
+def _is_empty_database(target: Path) -> bool:
+    """True for a zero-byte file or an SQLite database with no schema at all,
+    looked at read-only so a database that is not empty is never touched."""
+    if target.stat().st_size == 0:
+        return True
+    try:
+        conn = apsw.Connection(str(target), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error:
+        return False
+    try:
+        row = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return row is not None and int(row[0]) == 0
+    except apsw.Error:  # not a database, or unreadable
+        return False
+    finally:
+        conn.close()
+
+
 class SqliteRelayStore:
     """:class:`relay.storage.base.RelayStore` on one SQLite file."""
 
@@ -297,18 +315,24 @@ class SqliteRelayStore:
     def initialize(cls, path: str | os.PathLike[str]) -> str:
         """Create a new database with an immutable UUIDv7 server_instance_id.
 
-        Refuses an existing file: a second ``init`` would mint a new identity
-        for data clients are already bound to. The file is created 0600.
+        Refuses an existing database: a second ``init`` would mint a new
+        identity for data clients are already bound to. The file is created
+        0600. The one existing file it takes over is an empty one — what an
+        ``init`` killed before its commit leaves (``relay.init.before_commit``)
+        — so that crash never needs a hand-deleted file.
         """
         target = Path(path)
         if target.exists():
-            raise OperatorError(
-                f"{target} already exists",
-                "keep it, or choose another --db path; init never replaces a database",
-            )
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        os.close(fd)
+            if not _is_empty_database(target):
+                raise OperatorError(
+                    f"{target} already exists",
+                    "keep it, or choose another --db path; init never replaces a database",
+                )
+            target.chmod(0o600)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            os.close(fd)
         conn = apsw.Connection(str(target))
         try:
             conn.execute("PRAGMA journal_mode=WAL")

@@ -146,3 +146,24 @@ def test_invalid_provisioning_document_changes_nothing(
     assert code == 2 and "members_revision" in err
     _, out, _ = run(capsys, "status", "--db", str(db), "--json")
     assert json.loads(out)["teams"][0]["members_revision"] == "0"
+
+
+def test_init_refuses_a_file_that_is_not_a_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "notes.db"
+    other.write_text("not sqlite, but somebody's data\n")
+    code, _, err = run(capsys, "init", "--db", str(other))
+    assert code == 2 and "already exists" in err
+    assert other.read_text() == "not sqlite, but somebody's data\n"
+
+
+def test_init_takes_over_an_empty_file_left_by_an_interrupted_init(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "relay.db"
+    empty.touch(mode=0o644)
+    code, _, _ = run(capsys, "init", "--db", str(empty))
+    assert code == 0
+    assert stat.S_IMODE(empty.stat().st_mode) == 0o600
+    assert SqliteRelayStore(empty).server_instance_id[14] == "7"
