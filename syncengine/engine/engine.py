@@ -331,7 +331,10 @@ class Engine:
                 self._write("engine.record", record)
             except Exception as secondary:  # keep the original failure visible
                 _log.error("could not record the failure: %s", secondary)
-            _log.warning("%s: %s", failure.code, failure.message)
+            # The caller reports it (the CLI's failure line, the run loop's
+            # cycle line); at INFO it stays in configured logs without being
+            # printed twice by Python's last-resort handler.
+            _log.info("%s: %s", failure.code, failure.message)
             raise
         now = _now()
 

@@ -378,3 +378,17 @@ def test_push_all_records_the_acks_of_a_post_before_a_failed_overlapped_prepare_
     status = engine.status()
     assert status.sync.binding is not None and status.sync.binding.push_cursor == 3
     assert relay.posted_batches == [3]
+
+
+def test_a_failed_operation_is_logged_at_info_so_the_caller_reports_it_once(
+    make_engine: MakeEngine, relay: FakeRelay, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    caplog.set_level(logging.INFO, logger="syncengine.engine")
+    engine = make_engine()
+    relay.inject("GET", "/v1/capabilities", lambda: relay.error(400, "invalid-request"))
+    with pytest.raises(InvalidRequest):
+        engine.push()
+    mine = [r for r in caplog.records if r.name == "syncengine.engine" and "invalid" in r.message]
+    assert mine and all(r.levelno == logging.INFO for r in mine)
