@@ -251,7 +251,7 @@ def connect_store(
         crash_point("engine.connect.credential_written")
         now = format_timestamp(datetime.now(UTC))
         try:
-            with write_transaction(store.conn, store.path) as conn:
+            with write_transaction(store.conn, store.path, "engine.connect") as conn:
                 st.insert_connection(
                     conn,
                     key,
@@ -265,7 +265,6 @@ def connect_store(
                     mode=security,
                     now=now,
                 )
-                crash_point("engine.connect.before_commit")
         except BaseException as exc:
             with contextlib.suppress(OSError):
                 cred_path.unlink()
@@ -276,7 +275,6 @@ def connect_store(
             raise ConnectFailed(
                 f"could not record the connection in the store: {exc}{note}"
             ) from exc
-        crash_point("engine.connect.after_commit")
         return Connected(
             key=key,
             endpoint=result.endpoint,

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import httpx
 
-from syncengine.crash import crash_point
 from syncengine.engine import state as st
 from syncengine.engine.cycle import (
     CycleContext,
@@ -303,11 +302,8 @@ class Engine:
     def _write(self, point: str, action: Callable[[Any], T]) -> T:
         """One write transaction, bracketed by the crash points ``point.before_commit``
         and ``point.after_commit`` (syncengine/crash.py)."""
-        with write_transaction(self.store.conn, self.store.path) as conn:
-            result = action(conn)
-            crash_point(f"{point}.before_commit")
-        crash_point(f"{point}.after_commit")
-        return result
+        with write_transaction(self.store.conn, self.store.path, point) as conn:
+            return action(conn)
 
     @contextmanager
     def _recorded(self, *, pulled: bool) -> Iterator[None]:

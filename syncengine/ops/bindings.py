@@ -18,15 +18,14 @@ another local team is refused.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from syncengine.crash import crash_point
 from syncengine.ops.errors import BindingMismatch, StaleBinding, SyncUsageError
 from syncengine.ops.states import BindingEvent, BindingState, binding_next
-from syncengine.store.connection import translate_sqlite_errors
+from syncengine.store.connection import write_transaction
 from syncengine.store.errors import CorruptStore, InvalidInput, StoreError
 from syncengine.store.names import check_local_team
 from syncengine.store.teams import team_pk
@@ -104,21 +103,10 @@ class SyncBinding:
     corrupt_count: int
 
 
-@contextlib.contextmanager
-def sync_transaction(conn: Any, path: Path, name: str) -> Iterator[Any]:
+def sync_transaction(conn: Any, path: Path, name: str) -> contextlib.AbstractContextManager[Any]:
     """One state transition: ``BEGIN IMMEDIATE`` … ``COMMIT`` with the named
     crash points ``<name>.before_commit`` and ``<name>.after_commit``."""
-    with translate_sqlite_errors(path):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-            crash_point(f"{name}.before_commit")
-            conn.execute("COMMIT")
-        except BaseException:
-            if not conn.getautocommit():
-                conn.execute("ROLLBACK")
-            raise
-    crash_point(f"{name}.after_commit")
+    return write_transaction(conn, path, name)
 
 
 def store_generation(conn: Any) -> str:

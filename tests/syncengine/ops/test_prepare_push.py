@@ -297,9 +297,9 @@ def test_prepare_publishes_every_new_reservation_of_a_call_in_one_transaction(
     _send(store, 30)
     points: list[str] = []
     monkeypatch.setattr(pp, "crash_point", points.append)
-    import syncengine.ops.bindings as bindings
+    import syncengine.store.connection as connection
 
-    monkeypatch.setattr(bindings, "crash_point", points.append)
+    monkeypatch.setattr(connection, "crash_point", points.append)
     store.sync_prepare_push(key, prepare_none(), 100)
     assert points.count("prepare.publish.after_commit") == 1
 
