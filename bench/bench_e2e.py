@@ -78,11 +78,16 @@ class ChildRun:
     stdout: str
 
 
+def child_env() -> dict[str, str]:
+    """A ``syncengine`` child's environment: as installed, compiled bytecode
+    is used (see startup() for why), and no crash point is armed."""
+    drop = {"SYNCENGINE_CRASH_AT", "PYTHONDONTWRITEBYTECODE"}
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
 def run_child(args: Sequence[str], store: Path) -> ChildRun:
     """One ``syncengine`` process; its own peak RSS from ``wait4``."""
-    # As installed: compiled bytecode is used (see startup() for why).
-    drop = {"SYNCENGINE_CRASH_AT", "PYTHONDONTWRITEBYTECODE"}
-    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env = child_env()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.perf_counter()
         process = subprocess.Popen(
@@ -260,8 +265,7 @@ def run_concurrent(root: Path, endpoint: str, db: Path, p: Profile) -> float:
     machine's CPUs, which two real machines would not."""
     a, b = connect_pair(root, endpoint, db, p)
     send_backlog(a, p.messages)
-    drop = {"SYNCENGINE_CRASH_AT", "PYTHONDONTWRITEBYTECODE"}
-    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env = child_env()
     started = time.perf_counter()
     push = subprocess.Popen(
         [sys.executable, "-m", "syncengine", "push", "--all", "--store", str(a)],

@@ -123,7 +123,7 @@ class Workers:
         from syncengine.ops.prepare_push import BlockedSeal, Sealed
         from wire.envelope import Envelope
 
-        results = self._map(_seal_part, messages, request, key)
+        results = self._submit(_seal_part, messages, request, key)()
         if results is None:
             return None
         items: list[Sealed | BlockedSeal] = []
@@ -146,9 +146,6 @@ class Workers:
         return self._submit(_judge_part, wire)
 
     # -- plumbing -------------------------------------------------------------------
-
-    def _map(self, job: Callable[..., list[R]], items: Sequence[T], *extra: Any) -> list[R] | None:
-        return self._submit(job, items, *extra)()
 
     def _submit(
         self, job: Callable[..., list[R]], items: Sequence[T], *extra: Any
