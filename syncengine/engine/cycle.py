@@ -171,13 +171,15 @@ class _SendTally:
 
 
 class Overlap:
-    """Runs ``work`` on the calling thread while one network call runs on
-    ``pool``'s worker thread.
+    """Runs every relay call of a round on ``pool``'s one worker thread, and
+    ``work`` on the calling thread while the first of them is on the wire.
 
-    Only the relay call moves to the worker: every store transaction stays
-    on the engine's thread and connection. The call's result (or error) is
-    always waited for, even when ``work`` fails, so acknowledgements the
-    relay gave are recorded; ``work``'s failure is kept for :meth:`reraise`.
+    Only relay calls move to the worker, all of them, so the client is never
+    used from two threads (a preflight queued on the same pool included);
+    every store transaction stays on the engine's thread and connection. A
+    call's result (or error) is always waited for, even when ``work`` fails,
+    so acknowledgements the relay gave are recorded; ``work``'s failure is
+    kept for :meth:`reraise`.
     """
 
     def __init__(self, pool: Executor, work: Callable[[], None]) -> None:
@@ -219,9 +221,9 @@ def send_batches(
     :class:`PushOversized`. Any other failure surfaces after the earlier
     batches' acknowledgements were recorded.
 
-    With ``overlap``, the last batch's POST runs on the overlap's worker
-    thread while its ``work`` runs here; the POST's acknowledgements are
-    recorded before a failure of ``work`` surfaces.
+    With ``overlap``, every POST runs on the overlap's worker thread and its
+    ``work`` runs here during the first; acknowledgements are recorded
+    before a failure of ``work`` surfaces.
     """
     tally = _SendTally()
 
@@ -247,15 +249,14 @@ def send_batches(
             tally.splits += 1
             middle = len(batch) // 2
             _log.info("push.split %d -> %d + %d", len(batch), middle, len(batch) - middle)
-            send(batch[:middle], None)
-            send(batch[middle:], None)
+            send(batch[:middle], overlap)
+            send(batch[middle:], overlap)
             return
         _reconcile(ctx, batch, response, tally)
         progress.add(len(batch))
 
-    batches = plan_batches(candidates)
-    for index, batch in enumerate(batches):
-        send(batch, overlap if index == len(batches) - 1 else None)
+    for batch in plan_batches(candidates):
+        send(batch, overlap)
     if overlap is not None:
         overlap.reraise()
     return tally

@@ -392,3 +392,39 @@ def test_a_failed_operation_is_logged_at_info_so_the_caller_reports_it_once(
         engine.push()
     mine = [r for r in caplog.records if r.name == "syncengine.engine" and "invalid" in r.message]
     assert mine and all(r.levelno == logging.INFO for r in mine)
+
+
+def test_push_all_never_uses_the_relay_client_from_two_threads_at_once(
+    make_engine: MakeEngine, relay: FakeRelay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import functools
+    import threading
+
+    import syncengine.engine.cycle as cycle
+
+    engine = make_engine()
+    send(engine, 12, body="x" * 300)
+    # Rounds of 4 go out as two batches of 2, and every batch is then split
+    # after a 413, so each round makes several relay calls besides its preflight.
+    monkeypatch.setattr(cycle, "plan_batches", functools.partial(cycle.plan_batches, max_count=2))
+    relay.max_request_bytes = 700
+    client = engine.client
+    original = client._run
+    lock = threading.Lock()
+    state = {"in_flight": 0, "most": 0}
+
+    def tracked(call: object) -> object:
+        with lock:
+            state["in_flight"] += 1
+            state["most"] = max(state["most"], state["in_flight"])
+        try:
+            time.sleep(0.02)  # widen any window in which a second thread could enter
+            return original(call)  # type: ignore[arg-type]
+        finally:
+            with lock:
+                state["in_flight"] -= 1
+
+    monkeypatch.setattr(client, "_run", tracked)
+    report = engine.push_all(4)
+    assert report.stored == 12 and report.splits >= 3
+    assert state["most"] == 1
