@@ -57,7 +57,6 @@ from syncengine.ops.states import (
 from syncengine.store.errors import InvalidInput
 from syncengine.store.event_log import SentFields, import_fresh_sent
 from syncengine.store.records import ORIGIN_IMPORTED
-from syncengine.store.teams import ensure_members
 
 __all__ = ["ApplyPlan", "ApplyResult", "StoredPull", "StoredPush", "apply_pull", "plan_apply"]
 
@@ -275,12 +274,11 @@ def _quarantine_row(
 def _import(
     conn: Any, team: str, team_pk: int, messages: list[SyncPullMessage], now: str
 ) -> list[int]:
-    """Create one local message per importable envelope; returns their seqs."""
-    names: set[str] = set()
-    for message in messages:
-        assert message.projection is not None
-        names.update((message.projection.from_agent, message.projection.to_agent))
-    ensure_members(conn, team_pk, team, names, now)
+    """Create one local message per importable envelope; returns their seqs.
+
+    Sender and recipient names are interned as names, never enrolled on the
+    roster: the roster comes only from the relay's authenticated members
+    document (driver-interface §2 intro; specs/store.md §4)."""
     records = [
         (
             SentFields(
@@ -298,7 +296,7 @@ def _import(
         if message.projection is not None
     ]
     assert len(records) == len(messages)
-    return import_fresh_sent(conn, records, {})
+    return import_fresh_sent(conn, records, {}, now)
 
 
 def apply_pull(

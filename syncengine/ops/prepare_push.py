@@ -38,6 +38,7 @@ from syncengine.ops.bindings import BindingKey, SyncBinding, open_binding, sync_
 from syncengine.ops.records import SyncPrepare, SyncPushCandidate, SyncState
 from syncengine.ops.states import ReservationEvent, ReservationState, reservation_next
 from syncengine.store.errors import InvalidInput
+from syncengine.store.event_log import canonical_at
 from wire.envelope import Envelope
 from wire.errors import WireError
 from wire.limits import MAX_BLOB_BYTES
@@ -128,7 +129,9 @@ def seal_local(
     """
     wire_id = ids.new_uuid4()
     try:
-        plaintext = Message(message.body, message.at, message.sender, message.recipient)
+        plaintext = Message(
+            message.body, canonical_at(message.at), message.sender, message.recipient
+        )
     except WireError as exc:
         return BlockedSeal(message, MAX_BLOB_BYTES, f"not a valid v1 message: {exc}")
     params = SealParams(

@@ -31,21 +31,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from syncengine.store.errors import Conflict, InvalidInput, StoreError
+from syncengine.store.errors import Conflict, InvalidInput
 from syncengine.store.messages import check_body, log_tip
 from syncengine.store.names import check_local_agent, check_local_team, check_message_id
 from syncengine.store.read_state import advance_frontier
 from syncengine.store.records import ORIGIN_IMPORTED, ORIGIN_LOCAL, dump_record
-from syncengine.store.teams import member_pk, team_pk
+from syncengine.store.teams import intern_member, intern_team
 from wire.errors import WireError
 from wire.scalars import check_timestamp
 
 __all__ = [
     "SentFields",
+    "canonical_at",
+    "check_at",
     "compact",
     "export_events",
     "import_events",
     "import_fresh_sent",
+    "link_dangling_reads",
     "normalize_at",
 ]
 
@@ -74,10 +77,35 @@ def normalize_at(value: object, field: str) -> str:
     raise InvalidInput(field, "must be an ISO-8601 UTC timestamp like 2026-05-30T19:00:00Z")
 
 
-def export_events(conn: Any, destination: Path) -> int:
-    """Write the whole log to ``destination`` atomically; returns the count."""
-    rows = conn.execute(
-        """
+def check_at(value: object, field: str) -> str:
+    """An event's ``at`` as written: ISO-8601 UTC with ``Z`` and 0–6
+    fractional digits (the bundled driver writes whole seconds, we write
+    six). Kept verbatim, so an export re-imports to the same bytes; sealing
+    uses :func:`canonical_at`."""
+    normalize_at(value, field)
+    assert isinstance(value, str)
+    return value
+
+
+def canonical_at(value: str) -> str:
+    """A stored ``at`` in the v1 wire form (exactly six fractional digits),
+    as the sealed plaintext requires (stage-1: "normalised before sealing")."""
+    if len(value) == _CANONICAL_AT_CHARS:
+        return value  # the v1 plaintext check still validates it
+    try:
+        return normalize_at(value, "at")
+    except InvalidInput:
+        return value  # not ours to fix here: sealing refuses and blocks it
+
+
+def export_events(conn: Any | None, destination: Path) -> int:
+    """Write the whole log to ``destination`` atomically; returns the count.
+    With no store (``conn`` is ``None``) the log is empty."""
+    rows = (
+        []
+        if conn is None
+        else conn.execute(
+            """
         SELECT 0 AS kind, m.seq AS position, m.seq AS sub, m.id, t.name, s.name, r.name,
                m.body, m.at, m.origin
         FROM messages AS m
@@ -85,13 +113,15 @@ def export_events(conn: Any, destination: Path) -> int:
         JOIN members AS s ON s.member_pk = m.sender_pk
         JOIN members AS r ON r.member_pk = m.recipient_pk
         UNION ALL
-        SELECT 1, x.log_position, x.read_seq, x.id, t.name, m.id, r.name, NULL, x.at, NULL
+        SELECT 1, x.log_position, x.read_seq, x.id, t.name, coalesce(m.id, x.msg_id), r.name,
+               NULL, x.at, NULL
         FROM message_reads AS x
-        JOIN messages AS m ON m.seq = x.msg_seq
-        JOIN teams AS t ON t.team_pk = m.team_pk
+        LEFT JOIN messages AS m ON m.seq = x.msg_seq
+        JOIN teams AS t ON t.team_pk = x.team_pk
         JOIN members AS r ON r.member_pk = x.reader_pk
         ORDER BY 2, 1, 3
         """
+        )
     )
     directory = destination.parent if str(destination.parent) else Path(".")
     if not directory.is_dir():
@@ -117,9 +147,9 @@ def export_events(conn: Any, destination: Path) -> int:
                     record = {
                         "type": "message_read",
                         "id": row[3],
-                        "msg_id": row[5],
                         "team": row[4],
                         "agent": row[6],
+                        "msg_id": row[5],
                         "at": row[8],
                     }
                 out.write(dump_record(record))
@@ -135,6 +165,13 @@ def export_events(conn: Any, destination: Path) -> int:
     return count
 
 
+def _string(record: dict[str, Any], key: str, where: str) -> str:
+    value = record.get(key)
+    if not isinstance(value, str):
+        raise InvalidInput(f"{where}.{key}", "required string field is missing or not a string")
+    return value
+
+
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
@@ -142,13 +179,6 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise ValueError(f"duplicate key {key!r}")
         result[key] = value
     return result
-
-
-def _string(record: dict[str, Any], key: str, where: str) -> str:
-    value = record.get(key)
-    if not isinstance(value, str):
-        raise InvalidInput(f"{where}.{key}", "required string field is missing or not a string")
-    return value
 
 
 def parse_jsonl(data: bytes, source: str) -> list[tuple[int, dict[str, Any]]]:
@@ -176,60 +206,76 @@ def parse_jsonl(data: bytes, source: str) -> list[tuple[int, dict[str, Any]]]:
 
 
 def import_events(conn: Any, data: bytes, source: str, now: str) -> tuple[int, int]:
-    """Apply an exported log; returns (events added, events already present)."""
+    """Apply an exported log; returns (events added, events already present).
+
+    Team and agent names are interned on first use (the storage axis is
+    messages only); a read may name a message of another recipient or one
+    this store does not hold, and is kept as it was written. A read that
+    arrived before its message is linked once the message is imported."""
     added = skipped = 0
     touched: set[int] = set()
+    cache: NameCache = {}
+    imported: list[tuple[int, str, int]] = []
     for number, record in parse_jsonl(data, source):
         where = f"{source} line {number}"
         kind = record.get("type")
         if not isinstance(kind, str):
             raise InvalidInput(f"{where}.type", "every record needs a string 'type'")
         if kind == "message_sent":
-            fresh = _import_sent(conn, record, where)
+            fresh = _import_sent(conn, record, where, cache, now)
+            if fresh is not None:
+                imported.append(fresh)
         elif kind == "message_read":
-            fresh, reader = _import_read(conn, record, where)
+            reader, fresh_read = _import_read(conn, record, where, cache, now)
             touched.add(reader)
+            fresh = fresh_read or None
         else:
             continue  # a later schema's record type: v1 readers skip it
         if fresh:
             added += 1
         else:
             skipped += 1
+    touched.update(link_dangling_reads(conn, imported))
     for reader in sorted(touched):
         advance_frontier(conn, reader, None)
     return added, skipped
+
+
+def link_dangling_reads(conn: Any, imported: Sequence[tuple[int, str, int]]) -> set[int]:
+    """Attach reads recorded before their message existed here to the
+    messages just imported, given as ``(team_pk, id, seq)``; returns the
+    readers whose frontier may move. One probe when no read is dangling."""
+    if not imported:
+        return set()
+    probe = "SELECT 1 FROM message_reads WHERE msg_id IS NOT NULL LIMIT 1"
+    if conn.execute(probe).fetchone() is None:
+        return set()
+    readers: set[int] = set()
+    for tkey, message_id, seq in imported:
+        for (reader,) in conn.execute(
+            "UPDATE message_reads SET msg_seq = ?, msg_id = NULL"
+            " WHERE team_pk = ? AND msg_id = ? RETURNING reader_pk",
+            (seq, tkey, message_id),
+        ):
+            readers.add(int(reader))
+    return readers
 
 
 #: (team, agent) → (team_pk, member_pk), valid within one transaction.
 NameCache = dict[tuple[str, str], tuple[int, int]]
 
 
-def _resolve(
-    conn: Any,
-    record: dict[str, Any],
-    where: str,
-    agent_key: str,
-    cache: NameCache | None = None,
-) -> tuple[int, int]:
-    team = _string(record, "team", where)
-    agent = _string(record, agent_key, where)
-    return _resolve_names(conn, team, agent, where, agent_key, cache)
-
-
 def _resolve_names(
-    conn: Any, team: str, agent: str, where: str, agent_key: str, cache: NameCache | None
+    conn: Any, team: str, agent: str, where: str, agent_key: str, cache: NameCache, now: str
 ) -> tuple[int, int]:
-    if cache is not None and (team, agent) in cache:
-        return cache[team, agent]
+    """Check both names and intern them (first use records them)."""
+    keys = cache.get((team, agent))
+    if keys is not None:
+        return keys
     check_local_team(team, f"{where}.team")
     check_local_agent(agent, f"{where}.{agent_key}")
-    try:
-        tkey = team_pk(conn, team)
-        keys = tkey, member_pk(conn, tkey, team, agent, f"{where}.{agent_key}")
-    except StoreError as exc:
-        raise InvalidInput(where, str(exc)) from None
-    if cache is not None:
-        cache[team, agent] = keys
+    tkey = intern_team(conn, team, now)
+    keys = cache[team, agent] = tkey, intern_member(conn, tkey, agent, now)
     return keys
 
 
@@ -237,26 +283,6 @@ _INSERT_SENT = (
     "INSERT INTO messages (id, team_pk, sender_pk, recipient_pk, body, at, origin)"
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
-
-
-def _sent_row(
-    conn: Any, record: dict[str, Any], where: str, cache: NameCache | None
-) -> tuple[str, int, int, int, str, str, str]:
-    """Every check of a ``message_sent`` record → its ``messages`` row."""
-    return _checked_row(
-        conn,
-        SentFields(
-            _string(record, "id", where),
-            _string(record, "team", where),
-            _string(record, "from", where),
-            _string(record, "to", where),
-            record.get("body"),
-            record.get("at"),
-            record.get("origin", ORIGIN_LOCAL),
-        ),
-        where,
-        cache,
-    )
 
 
 class SentFields(NamedTuple):
@@ -271,14 +297,27 @@ class SentFields(NamedTuple):
     origin: object
 
 
+def _sent_fields(record: dict[str, Any], where: str) -> SentFields:
+    return SentFields(
+        _string(record, "id", where),
+        _string(record, "team", where),
+        _string(record, "from", where),
+        _string(record, "to", where),
+        record.get("body"),
+        record.get("at"),
+        record.get("origin", ORIGIN_LOCAL),
+    )
+
+
 def _checked_row(
-    conn: Any, fields: SentFields, where: str, cache: NameCache | None
+    conn: Any, fields: SentFields, where: str, cache: NameCache, now: str
 ) -> tuple[str, int, int, int, str, str, str]:
+    """Every check of a ``message_sent`` event → its ``messages`` row."""
     message_id = check_message_id(fields.id, f"{where}.id")
-    tkey, sender = _resolve_names(conn, fields.team, fields.sender, where, "from", cache)
-    _, recipient = _resolve_names(conn, fields.team, fields.recipient, where, "to", cache)
+    tkey, sender = _resolve_names(conn, fields.team, fields.sender, where, "from", cache, now)
+    _, recipient = _resolve_names(conn, fields.team, fields.recipient, where, "to", cache, now)
     body = check_body(fields.body, f"{where}.body")
-    at = normalize_at(fields.at, f"{where}.at")
+    at = check_at(fields.at, f"{where}.at")
     origin = fields.origin
     if origin != ORIGIN_LOCAL and origin != ORIGIN_IMPORTED:
         raise InvalidInput(f"{where}.origin", "origin must be 'local' or 'imported'")
@@ -287,9 +326,11 @@ def _checked_row(
 
 
 def _import_sent(
-    conn: Any, record: dict[str, Any], where: str, cache: NameCache | None = None
-) -> bool:
-    row = _sent_row(conn, record, where, cache)
+    conn: Any, record: dict[str, Any], where: str, cache: NameCache, now: str
+) -> tuple[int, str, int] | None:
+    """Store one ``message_sent`` unless already present; returns
+    ``(team_pk, id, seq)`` of a new message, ``None`` for a replay."""
+    row = _checked_row(conn, _sent_fields(record, where), where, cache, now)
     existing = conn.execute(
         "SELECT sender_pk, recipient_pk, body, at, origin FROM messages"
         " WHERE team_pk = ? AND id = ?",
@@ -298,13 +339,13 @@ def _import_sent(
     if existing is not None:
         if tuple(existing) != row[2:]:
             raise Conflict(f"{where}: message {row[0]!r} is already stored with other content")
-        return False
-    conn.execute(_INSERT_SENT, row)
-    return True
+        return None
+    (seq,) = conn.execute(_INSERT_SENT + " RETURNING seq", row).fetchone()
+    return row[1], row[0], int(seq)
 
 
 def import_fresh_sent(
-    conn: Any, records: Sequence[tuple[SentFields, str]], cache: NameCache
+    conn: Any, records: Sequence[tuple[SentFields, str]], cache: NameCache, now: str
 ) -> list[int]:
     """Import ``(fields, where)`` pairs whose IDs were minted in this
     transaction; returns each new message's ``seq``, in order.
@@ -314,44 +355,57 @@ def import_fresh_sent(
     be stored yet (the ``(team, id)`` unique index would still refuse one),
     so a 1,000-message page is one statement rather than two per message.
     """
-    rows = [_checked_row(conn, fields, where, cache) for fields, where in records]
+    rows = [_checked_row(conn, fields, where, cache, now) for fields, where in records]
     return [seq for (seq,) in conn.executemany(_INSERT_SENT + " RETURNING seq", rows)]
 
 
-def _import_read(conn: Any, record: dict[str, Any], where: str) -> tuple[bool, int]:
+def _import_read(
+    conn: Any, record: dict[str, Any], where: str, cache: NameCache, now: str
+) -> tuple[int, bool]:
+    """Store one ``message_read`` unless its event ID is already stored with
+    the same content; returns (reader key, whether it was new)."""
     event_id = check_message_id(_string(record, "id", where), f"{where}.id")
     msg_id = check_message_id(_string(record, "msg_id", where), f"{where}.msg_id")
-    tkey, reader = _resolve(conn, record, where, "agent")
-    at = normalize_at(record.get("at"), f"{where}.at")
-    row = conn.execute(
-        "SELECT seq, recipient_pk FROM messages WHERE team_pk = ? AND id = ?", (tkey, msg_id)
+    tkey, reader = _resolve_names(
+        conn,
+        _string(record, "team", where),
+        _string(record, "agent", where),
+        where,
+        "agent",
+        cache,
+        now,
+    )
+    at = check_at(record.get("at"), f"{where}.at")
+    found = conn.execute(
+        "SELECT seq FROM messages WHERE team_pk = ? AND id = ?", (tkey, msg_id)
     ).fetchone()
-    if row is None:
-        raise InvalidInput(f"{where}.msg_id", f"message {msg_id!r} is not in this team")
-    if row[1] != reader:
-        raise InvalidInput(f"{where}.msg_id", f"message {msg_id!r} is not addressed to this agent")
+    msg_seq = None if found is None else int(found[0])
+    dangling = msg_id if msg_seq is None else None
     existing = conn.execute(
-        "SELECT msg_seq, reader_pk, at FROM message_reads WHERE id = ?", (event_id,)
+        "SELECT x.team_pk, x.reader_pk, coalesce(m.id, x.msg_id), x.at FROM message_reads AS x"
+        " LEFT JOIN messages AS m ON m.seq = x.msg_seq WHERE x.id = ?",
+        (event_id,),
     ).fetchone()
     if existing is not None:
-        if tuple(existing) != (row[0], reader, at):
+        if tuple(existing) != (tkey, reader, msg_id, at):
             raise Conflict(f"{where}: read event {event_id!r} is already stored with other content")
-        return False, reader
+        return reader, False
     conn.execute(
-        "INSERT INTO message_reads (id, msg_seq, reader_pk, at, log_position)"
-        " VALUES (?, ?, ?, ?, ?)",
-        (event_id, row[0], reader, at, log_tip(conn)),
+        "INSERT INTO message_reads (id, team_pk, reader_pk, msg_seq, msg_id, at, log_position)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (event_id, tkey, reader, msg_seq, dangling, at, log_tip(conn)),
     )
-    return True, reader
+    return reader, True
 
 
 def compact(conn: Any) -> int:
-    """Coalesce duplicate read markers; returns how many events were removed."""
+    """Coalesce duplicate read markers — the same reader and the same message
+    (stored or only named) — keeping the earliest; returns how many went."""
     conn.execute(
         """
         DELETE FROM message_reads
         WHERE read_seq NOT IN (
-            SELECT min(read_seq) FROM message_reads GROUP BY reader_pk, msg_seq)
+            SELECT min(read_seq) FROM message_reads GROUP BY reader_pk, msg_seq, msg_id)
         """
     )
     removed: int = conn.changes()

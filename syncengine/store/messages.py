@@ -20,18 +20,21 @@ from syncengine.ids import new_uuid7s
 from syncengine.store.errors import InvalidInput
 from syncengine.store.names import check_cursor_token, check_local_agent, check_local_team
 from syncengine.store.records import ORIGIN_LOCAL, MessageSent
-from syncengine.store.teams import member_pk, team_pk
+from syncengine.store.teams import find_member, find_team, intern_member, intern_team
 from wire.limits import MAX_BODY_BYTES
 
 __all__ = [
     "OutgoingMessage",
     "check_body",
+    "check_pair_and_limit",
+    "check_pairs",
     "history",
     "insert_messages",
     "list_unread",
     "log_tip",
     "parse_pairs",
     "watch_after",
+    "watch_position",
 ]
 
 _SELECT = """
@@ -99,6 +102,8 @@ def insert_messages(conn: Any, outgoing: Iterable[OutgoingMessage], now: str) ->
     """
     members: dict[tuple[str, str], tuple[int, int]] = {}
     teams: dict[str, int] = {}
+    # Names are interned on first use, in this transaction: the host never
+    # registers teams or agents with its storage driver (§2 intro).
     rows: list[tuple[str, int, int, int, str, str, str]] = []
     sent: list[MessageSent] = []
 
@@ -109,9 +114,9 @@ def insert_messages(conn: Any, outgoing: Iterable[OutgoingMessage], now: str) ->
             tkey = teams.get(team)
             if tkey is None:
                 check_local_team(team, "team")
-                tkey = teams[team] = team_pk(conn, team)
+                tkey = teams[team] = intern_team(conn, team, now)
             check_local_agent(agent, field)
-            found = members[key] = (tkey, member_pk(conn, tkey, team, agent, field))
+            found = members[key] = (tkey, intern_member(conn, tkey, agent, now))
         return found
 
     items = list(outgoing)
@@ -142,6 +147,14 @@ def check_limit(limit: int | None) -> int:
     return limit
 
 
+def check_pair_and_limit(team: str, agent: str | None, limit: int | None) -> None:
+    """The argument checks of a read, for when there is no store to read."""
+    check_local_team(team, "team")
+    if agent is not None:
+        check_local_agent(agent, "agent")
+    check_limit(limit)
+
+
 def list_unread(conn: Any, team: str, agent: str, limit: int | None) -> list[MessageSent]:
     """Messages to ``agent`` not covered by its frontier or an exact read,
     oldest first. The frontier bounds the scan from below; between it and the
@@ -149,8 +162,10 @@ def list_unread(conn: Any, team: str, agent: str, limit: int | None) -> list[Mes
     check_local_team(team, "team")
     check_local_agent(agent, "agent")
     sql_limit = check_limit(limit)
-    tkey = team_pk(conn, team)
-    reader = member_pk(conn, tkey, team, agent)
+    tkey = find_team(conn, team)
+    reader = None if tkey is None else find_member(conn, tkey, agent)
+    if reader is None:
+        return []  # a name never seen has no messages
     rows = conn.execute(
         _SELECT
         + """
@@ -172,11 +187,16 @@ def history(conn: Any, team: str, agent: str | None, limit: int | None) -> list[
     """The most recent ``limit`` messages of the team (or those ``agent`` sent
     or received), returned oldest→newest (driver-interface §2.1)."""
     check_local_team(team, "team")
-    sql_limit = check_limit(limit)
-    tkey = team_pk(conn, team)
     if agent:
         check_local_agent(agent, "agent")
-        who = member_pk(conn, tkey, team, agent)
+    sql_limit = check_limit(limit)
+    tkey = find_team(conn, team)
+    if tkey is None:
+        return []
+    if agent:
+        who = find_member(conn, tkey, agent)
+        if who is None:
+            return []
         # Two index range scans (sent, received), each newest-first and
         # bounded by the limit, merged; never a scan of the whole team.
         selector = """
@@ -198,41 +218,70 @@ def history(conn: Any, team: str, agent: str | None, limit: int | None) -> list[
     return [_row_to_message(row) for row in rows]
 
 
-def parse_pairs(conn: Any, pairs: Iterable[str]) -> list[int]:
-    """``team:agent`` subscription pairs → member keys (unknown ones refused)."""
-    keys: list[int] = []
+def check_pairs(pairs: Iterable[str]) -> list[tuple[str, str]]:
+    """``team:agent`` subscription pairs (§2.2), each name checked; at least one."""
+    checked: list[tuple[str, str]] = []
     for pair in pairs:
         if not isinstance(pair, str) or pair.count(":") != 1:
             raise InvalidInput("pair", f"subscription pair {pair!r} must be <team>:<agent>")
         team, agent = pair.split(":")
         check_local_team(team, "pair")
         check_local_agent(agent, "pair")
-        key = member_pk(conn, team_pk(conn, team), team, agent, "pair")
-        if key not in keys:
-            keys.append(key)
-    if not keys:
+        checked.append((team, agent))
+    if not checked:
         raise InvalidInput("pair", "name at least one <team>:<agent> pair")
+    return checked
+
+
+def parse_pairs(conn: Any, pairs: Iterable[str]) -> list[int]:
+    """Subscription pairs → the member keys of those this store has seen
+    (a pair never seen has no messages to deliver)."""
+    keys: list[int] = []
+    for team, agent in check_pairs(pairs):
+        tkey = find_team(conn, team)
+        key = None if tkey is None else find_member(conn, tkey, agent)
+        if key is not None and key not in keys:
+            keys.append(key)
     return keys
 
 
-def check_issued_cursor(conn: Any, token: str, field: str = "cursor") -> int:
-    """A cursor must be one this store could have issued: at most the tip."""
-    position = check_cursor_token(token, field)
-    if position > log_tip(conn):
-        raise InvalidInput(field, "cursor is ahead of this store's log (issued by another store?)")
-    return position
+def watch_position(token: object, tip: int) -> int:
+    """Where a ``watch_after`` scan starts.
+
+    Core passes back whatever it was given, so a stale token degrades to
+    re-delivery and never to a skip (§2.7 "cursor-safe"): a token that is not
+    a position this store issues (empty, garbled) scans from the start, as
+    the bundled driver does, and one beyond the tip (a rebuilt store) scans
+    from the tip — nothing lies between them to deliver.
+    """
+    try:
+        position = check_cursor_token(token)
+    except InvalidInput:
+        if isinstance(token, str) and token.isascii() and token.isdigit() and token[0] != "0":
+            return tip  # canonical but out of range: far beyond any tip
+        return 0
+    return min(position, tip)
 
 
 def watch_after(conn: Any, token: str, pairs: Iterable[str]) -> tuple[list[MessageSent], str]:
-    """Every message after ``token`` addressed to a subscribed pair, in log
+    """Every message after ``token`` addressed to a subscribed pair and not
+    already read by its recipient (exactly or under the frontier), in log
     order, plus the tip the caller can resume from. The tip is read in the
     same snapshot as the messages, so nothing between them can be skipped."""
     keys = parse_pairs(conn, pairs)
-    after = check_issued_cursor(conn, token)
     tip = log_tip(conn)
+    after = watch_position(token, tip)
+    if not keys:
+        return [], str(tip)
     marks = ", ".join("?" for _ in keys)
     rows = conn.execute(
-        _SELECT + f" WHERE m.recipient_pk IN ({marks}) AND m.seq > ? AND m.seq <= ? ORDER BY m.seq",
+        _SELECT
+        + f""" WHERE m.recipient_pk IN ({marks}) AND m.seq > ? AND m.seq <= ?
+          AND m.seq > coalesce(
+                (SELECT local_position FROM read_frontiers WHERE member_pk = m.recipient_pk), 0)
+          AND NOT EXISTS (SELECT 1 FROM message_reads AS x
+                          WHERE x.reader_pk = m.recipient_pk AND x.msg_seq = m.seq)
+          ORDER BY m.seq""",
         (*keys, after, tip),
     ).fetchall()
     return [_row_to_message(row) for row in rows], str(tip)

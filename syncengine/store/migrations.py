@@ -253,12 +253,58 @@ def _v4_engine_state(conn: Any) -> None:
     )
 
 
+def _v5_messages_only_axis(conn: Any) -> None:
+    """The storage axis is messages only (driver-interface §2 intro; specs/store.md §4).
+
+    A host never registers teams or agents with its storage driver, so names
+    are interned on first use. ``teams.registered`` and ``members.roster``
+    tell the sync layer's roster (``team create``/``add-member``, the relay's
+    ``GET /v1/members``) apart from names merely seen on messages; rows that
+    existed before this migration were all created through the registry.
+
+    ``message_reads`` is rebuilt so a read mark is scoped to the marking
+    (team, agent) alone: it may name a message addressed to someone else
+    (``msg_seq`` set, affecting nobody) or an ID this store does not hold
+    (``msg_id`` set instead), exactly as the bundled driver records them.
+    """
+    conn.execute(
+        """
+        ALTER TABLE teams ADD COLUMN registered INTEGER NOT NULL DEFAULT 1
+            CHECK (registered IN (0, 1));
+        ALTER TABLE members ADD COLUMN roster INTEGER NOT NULL DEFAULT 1
+            CHECK (roster IN (0, 1));
+        CREATE TABLE message_reads_v5 (
+            read_seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+            id           TEXT NOT NULL UNIQUE,
+            team_pk      INTEGER NOT NULL REFERENCES teams (team_pk),
+            reader_pk    INTEGER NOT NULL REFERENCES members (member_pk),
+            msg_seq      INTEGER REFERENCES messages (seq),
+            msg_id       TEXT,
+            at           TEXT NOT NULL,
+            log_position INTEGER NOT NULL,
+            CHECK ((msg_seq IS NULL) = (msg_id IS NOT NULL))
+        ) STRICT;
+        INSERT INTO message_reads_v5
+            (read_seq, id, team_pk, reader_pk, msg_seq, msg_id, at, log_position)
+            SELECT x.read_seq, x.id, m.team_pk, x.reader_pk, x.msg_seq, NULL, x.at,
+                   x.log_position
+            FROM message_reads AS x JOIN messages AS m ON m.seq = x.msg_seq;
+        DROP TABLE message_reads;
+        ALTER TABLE message_reads_v5 RENAME TO message_reads;
+        CREATE INDEX message_reads_by_reader ON message_reads (reader_pk, msg_seq);
+        CREATE INDEX message_reads_dangling ON message_reads (team_pk, msg_id)
+            WHERE msg_id IS NOT NULL;
+        """
+    )
+
+
 #: Migration ``i`` takes the schema from version ``i`` to ``i + 1``.
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v1_registry,
     _v2_message_log,
     _v3_sync_stage1,
     _v4_engine_state,
+    _v5_messages_only_axis,
 )
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -6,8 +6,11 @@ also be usable inside a ``team:agent`` subscription pair (driver-interface
 §2.2), so neither may contain ``:``, and a team name may not start with ``-``
 so it can never be mistaken for an option on a command line.
 
-Message IDs are UUIDv7 for our own writes; imports may carry legacy decimal
-IDs from older stores (driver-interface §2.5), which are accepted as opaque.
+Message and event IDs are UUIDv7 for our own writes. Every other ID is
+opaque (driver-interface §2.5): legacy decimal IDs, the bundled driver's
+``read-cursor-v1:…`` adoption markers, whatever a host hands to
+``mark_read_batch``. An opaque ID only has to be one safe argv token and
+one JSON string: 1–512 characters, none of them a control character.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ __all__ = [
     "check_message_id",
 ]
 
-_LEGACY_ID = re.compile(r"[1-9][0-9]{0,18}")
-_UUID_ANY = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+#: Printable text: no C0/C1 control characters, DEL, or lone surrogates.
+_OPAQUE_ID = re.compile(r"[^\x00-\x1f\x7f-\x9f\ud800-\udfff]{1,512}")
 
 
 def check_local_team(text: object, field: str = "team") -> str:
@@ -55,17 +58,11 @@ def check_local_agent(text: object, field: str = "agent") -> str:
     return text
 
 
-def check_message_id(text: object, field: str = "id", *, allow_legacy: bool = True) -> str:
-    """A message ID: lowercase canonical UUID (v7 for new writes) or a legacy
-    decimal ID when ``allow_legacy``."""
-    if isinstance(text, str):
-        if _UUID_ANY.fullmatch(text):
-            return text
-        if allow_legacy and _LEGACY_ID.fullmatch(text):
-            return text
-    raise InvalidInput(
-        field, "message id must be a lowercase canonical UUID or a legacy decimal id"
-    )
+def check_message_id(text: object, field: str = "id") -> str:
+    """A message or event ID: opaque, 1–512 printable characters."""
+    if isinstance(text, str) and _OPAQUE_ID.fullmatch(text):
+        return text
+    raise InvalidInput(field, "an id must be 1-512 characters with no control characters")
 
 
 def check_new_message_id(text: object, field: str = "id") -> str:

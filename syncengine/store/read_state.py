@@ -15,21 +15,31 @@ message at or below the frontier has its exact event, the event log alone
 reproduces read state on export/import, and compaction never needs to move a
 frontier.
 
-These functions run inside a write transaction the caller opened.
+Read marks are scoped to the marking (team, agent) and nobody else
+(driver-interface §2.3): marking a message addressed to another agent, or an
+ID this store does not hold, is recorded for the marker and changes no other
+agent's unread set — as the bundled driver does.
+
+These functions run inside a transaction the caller opened.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from syncengine.ids import new_uuid7
-from syncengine.store.errors import InvalidInput, UnknownMessage
-from syncengine.store.messages import check_issued_cursor, log_tip
-from syncengine.store.names import check_local_agent, check_local_team, check_message_id
-from syncengine.store.teams import member_pk, team_pk
+from syncengine.ids import new_uuid7s
+from syncengine.store.messages import log_tip
+from syncengine.store.names import (
+    check_cursor_token,
+    check_local_agent,
+    check_local_team,
+    check_message_id,
+)
+from syncengine.store.teams import find_member, find_team, intern_member, intern_team
 
 __all__ = [
     "advance_frontier",
+    "find_pair",
     "frontier",
     "mark_read",
     "read_cursor_consume",
@@ -45,47 +55,55 @@ def frontier(conn: Any, member: int) -> int:
     return 0 if row is None else int(row[0])
 
 
-def _resolve_pair(conn: Any, team: str, agent: str) -> tuple[int, int]:
+def _intern_pair(conn: Any, team: str, agent: str, now: str) -> tuple[int, int]:
     check_local_team(team, "team")
     check_local_agent(agent, "agent")
-    tkey = team_pk(conn, team)
-    return tkey, member_pk(conn, tkey, team, agent)
+    tkey = intern_team(conn, team, now)
+    return tkey, intern_member(conn, tkey, agent, now)
 
 
-def record_exact_reads(
-    conn: Any, tkey: int, reader: int, message_ids: list[str], now: str
-) -> list[int]:
-    """Record one ``message_read`` per ID not already read by ``reader``.
+def record_exact_reads(conn: Any, tkey: int, reader: int, message_ids: list[str], now: str) -> int:
+    """Record one ``message_read`` per ID the reader has not marked yet;
+    returns how many were new.
 
-    Every ID must name a message of this team addressed to this reader —
-    read-marking is recipient-scoped (§2.3) — and all are checked before the
-    first write. Re-marking is idempotent. Returns the message seqs.
+    Every ID is checked before the first write. An ID of a stored message
+    of the team is linked to it, whoever it is addressed to; any other ID is
+    kept by value (and linked if that message is imported later).
+    Re-marking is idempotent (§2.3).
     """
-    seqs: list[int] = []
     for message_id in message_ids:
         check_message_id(message_id, "id")
-        row = conn.execute(
-            "SELECT seq, recipient_pk FROM messages WHERE team_pk = ? AND id = ?",
-            (tkey, message_id),
-        ).fetchone()
-        if row is None:
-            raise UnknownMessage(message_id, "is not a message of this team")
-        if row[1] != reader:
-            raise UnknownMessage(message_id, "is not addressed to this agent")
-        seqs.append(int(row[0]))
     position = log_tip(conn)
-    for seq in dict.fromkeys(seqs):
-        already = conn.execute(
-            "SELECT 1 FROM message_reads WHERE reader_pk = ? AND msg_seq = ? LIMIT 1",
-            (reader, seq),
+    rows: list[tuple[int | None, str | None]] = []
+    for message_id in dict.fromkeys(message_ids):
+        found = conn.execute(
+            "SELECT seq FROM messages WHERE team_pk = ? AND id = ?", (tkey, message_id)
         ).fetchone()
+        if found is not None:
+            seq = int(found[0])
+            already = conn.execute(
+                "SELECT 1 FROM message_reads WHERE reader_pk = ? AND msg_seq = ? LIMIT 1",
+                (reader, seq),
+            ).fetchone()
+            entry: tuple[int | None, str | None] = (seq, None)
+        else:
+            already = conn.execute(
+                "SELECT 1 FROM message_reads WHERE team_pk = ? AND msg_id = ? AND reader_pk = ?"
+                " LIMIT 1",
+                (tkey, message_id, reader),
+            ).fetchone()
+            entry = (None, message_id)
         if already is None:
-            conn.execute(
-                "INSERT INTO message_reads (id, msg_seq, reader_pk, at, log_position)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (new_uuid7(), seq, reader, now, position),
-            )
-    return seqs
+            rows.append(entry)
+    conn.executemany(
+        "INSERT INTO message_reads (id, team_pk, reader_pk, msg_seq, msg_id, at, log_position)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            (event_id, tkey, reader, seq, dangling, now, position)
+            for (seq, dangling), event_id in zip(rows, new_uuid7s(len(rows)), strict=True)
+        ],
+    )
+    return len(rows)
 
 
 def _first_hole(conn: Any, reader: int, after: int, bound: int | None) -> int | None:
@@ -135,24 +153,46 @@ def advance_frontier(conn: Any, reader: int, bound: int | None) -> int:
 
 
 def mark_read(conn: Any, team: str, agent: str, message_ids: list[str], now: str) -> None:
-    tkey, reader = _resolve_pair(conn, team, agent)
+    """``mark_read_batch``: an empty ID list is a successful no-op, as in the
+    bundled driver; otherwise the marks are recorded, then the frontier is
+    compacted over the reader's own messages."""
+    check_local_team(team, "team")
+    check_local_agent(agent, "agent")
     if not message_ids:
-        raise InvalidInput("id", "name at least one message id")
+        return
+    tkey, reader = _intern_pair(conn, team, agent, now)
     record_exact_reads(conn, tkey, reader, message_ids, now)
     advance_frontier(conn, reader, None)
 
 
+def find_pair(conn: Any, team: str, agent: str) -> int | None:
+    """The reader key of a (team, agent) pair this store has seen, or ``None``
+    (a pair never seen has read nothing and has no messages)."""
+    check_local_team(team, "team")
+    check_local_agent(agent, "agent")
+    tkey = find_team(conn, team)
+    return None if tkey is None else find_member(conn, tkey, agent)
+
+
 def read_cursor_get(conn: Any, team: str, agent: str) -> str:
-    _, reader = _resolve_pair(conn, team, agent)
-    return str(frontier(conn, reader))
+    reader = find_pair(conn, team, agent)
+    return "0" if reader is None else str(frontier(conn, reader))
 
 
 def read_cursor_consume(
     conn: Any, team: str, agent: str, cursor: str, message_ids: list[str], now: str
 ) -> str:
     """Record the displayed IDs, then advance through the covered prefix
-    ending no later than ``cursor``; returns the resulting frontier."""
-    tkey, reader = _resolve_pair(conn, team, agent)
-    bound = check_issued_cursor(conn, cursor)
+    ending no later than ``cursor``; returns the resulting frontier.
+
+    A cursor beyond the tip is bounded by the tip (driver-interface §2.2:
+    "ending no later than"): no message exists past it to skip, so the
+    frontier can never claim space a later send will occupy."""
+    check_local_team(team, "team")
+    check_local_agent(agent, "agent")
+    bound = min(check_cursor_token(cursor), log_tip(conn))
+    for message_id in message_ids:
+        check_message_id(message_id, "id")
+    tkey, reader = _intern_pair(conn, team, agent, now)
     record_exact_reads(conn, tkey, reader, message_ids, now)
     return str(advance_frontier(conn, reader, bound))

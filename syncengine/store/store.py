@@ -3,10 +3,14 @@ state transition (specs/store.md §3).
 
 Every mutating method runs in exactly one ``BEGIN IMMEDIATE`` transaction,
 so a crash leaves it wholly applied or wholly absent; every multi-statement
-read runs in one snapshot. Opening never creates a store — only
-:meth:`Store.init` does — so a read on a machine that never used syncengine
-reports "not initialized" instead of materialising an empty file
-(driver-interface §2.1, ``storage_store_exists``).
+read runs in one snapshot.
+
+A storage-contract write creates the store on first use, as the bundled
+driver does — a host's first ``storage_send`` on a fresh machine simply
+works. A contract read never creates one: on a machine that never used
+syncengine it answers "nothing yet" (no messages, cursor ``0``) and leaves
+the disk alone, so ``storage_store_exists`` stays a pure probe
+(driver-interface §2.1).
 """
 
 from __future__ import annotations
@@ -118,6 +122,22 @@ class Store:
     def conn(self) -> Any:
         return self._connect(create=False)
 
+    def _write_conn(self) -> Any:
+        """The connection for a contract write: the store is created on first use."""
+        return self._connect(create=True)
+
+    def _read_conn(self) -> Any | None:
+        """The connection for a contract read, or ``None`` when there is no
+        store yet (a read never creates one). A damaged file still fails."""
+        if self._conn is not None:
+            return self._conn
+        if not self.path.exists():
+            return None
+        try:
+            return self._connect(create=False)
+        except StoreNotInitialized:
+            return None
+
     def init(self) -> None:
         """Create the store (file, schema, generation) if absent; idempotent."""
         self._connect(create=True)
@@ -196,47 +216,72 @@ class Store:
         items = list(outgoing)
         if not items:
             return []
-        with write_transaction(self.conn, self.path, "store.send") as conn:
+        with write_transaction(self._write_conn(), self.path, "store.send") as conn:
             return messages.insert_messages(conn, items, _now())
 
     def list_unread(self, team: str, agent: str, limit: int | None = None) -> list[MessageSent]:
-        with read_transaction(self.conn, self.path) as conn:
+        conn = self._read_conn()
+        if conn is None:
+            messages.check_pair_and_limit(team, agent, limit)
+            return []
+        with read_transaction(conn, self.path) as conn:
             return messages.list_unread(conn, team, agent, limit)
 
     def mark_read_batch(self, team: str, agent: str, message_ids: Sequence[str]) -> None:
-        with write_transaction(self.conn, self.path, "store.mark_read") as conn:
+        with write_transaction(self._write_conn(), self.path, "store.mark_read") as conn:
             read_state.mark_read(conn, team, agent, list(message_ids), _now())
 
     def read_cursor_get(self, team: str, agent: str) -> str:
-        with read_transaction(self.conn, self.path) as conn:
+        conn = self._read_conn()
+        if conn is None:
+            messages.check_pair_and_limit(team, agent, None)
+            return "0"
+        with read_transaction(conn, self.path) as conn:
             return read_state.read_cursor_get(conn, team, agent)
 
     def read_cursor_consume(
         self, team: str, agent: str, cursor: str, message_ids: Sequence[str] = ()
     ) -> str:
-        with write_transaction(self.conn, self.path, "store.consume") as conn:
+        with write_transaction(self._write_conn(), self.path, "store.consume") as conn:
             return read_state.read_cursor_consume(
                 conn, team, agent, cursor, list(message_ids), _now()
             )
 
     def watch_tip(self, pairs: Sequence[str]) -> str:
-        with read_transaction(self.conn, self.path) as conn:
-            messages.parse_pairs(conn, pairs)
+        conn = self._read_conn()
+        if conn is None:
+            messages.check_pairs(pairs)
+            return "0"
+        with read_transaction(conn, self.path) as conn:
+            messages.check_pairs(pairs)
             return str(messages.log_tip(conn))
 
     def watch_after(self, cursor: str, pairs: Sequence[str]) -> WatchResult:
-        with read_transaction(self.conn, self.path) as conn:
+        conn = self._read_conn()
+        if conn is None:
+            messages.check_pairs(pairs)
+            return WatchResult(messages=(), cursor="0")
+        with read_transaction(conn, self.path) as conn:
             found, tip = messages.watch_after(conn, cursor, pairs)
         return WatchResult(messages=tuple(found), cursor=tip)
 
     def history(
         self, team: str, agent: str | None = None, limit: int | None = None
     ) -> list[MessageSent]:
-        with read_transaction(self.conn, self.path) as conn:
+        conn = self._read_conn()
+        if conn is None:
+            messages.check_pair_and_limit(team, agent or None, limit)
+            return []
+        with read_transaction(conn, self.path) as conn:
             return messages.history(conn, team, agent, limit)
 
     def export(self, destination: str | os.PathLike[str]) -> int:
-        with read_transaction(self.conn, self.path) as conn:
+        """Write the event log to ``destination`` (an empty log when there
+        is no store yet: nothing is created)."""
+        conn = self._read_conn()
+        if conn is None:
+            return event_log.export_events(None, Path(destination))
+        with read_transaction(conn, self.path) as conn:
             return event_log.export_events(conn, Path(destination))
 
     def import_file(self, source: str | os.PathLike[str]) -> tuple[int, int]:
@@ -248,12 +293,16 @@ class Store:
         return self.import_bytes(data, str(source))
 
     def import_bytes(self, data: bytes, source: str = "input") -> tuple[int, int]:
-        with write_transaction(self.conn, self.path, "store.import") as conn:
+        with write_transaction(self._write_conn(), self.path, "store.import") as conn:
             return event_log.import_events(conn, data, source, _now())
 
     def compact(self) -> int:
-        """Coalesce redundant read markers; returns the number removed."""
-        with write_transaction(self.conn, self.path, "store.compact") as conn:
+        """Coalesce redundant read markers; returns the number removed (none,
+        and nothing created, when there is no store yet)."""
+        conn = self._read_conn()
+        if conn is None:
+            return 0
+        with write_transaction(conn, self.path, "store.compact") as conn:
             return event_log.compact(conn)
 
     # -- Stage-1 sync (specs/sync-stage1.md) --------------------------------------

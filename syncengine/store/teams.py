@@ -1,4 +1,13 @@
-"""The local team registry: teams and their members (specs/store.md §4).
+"""Team and agent names, and the sync layer's roster (specs/store.md §4).
+
+The storage axis is messages only (driver-interface §2 intro): a host never
+registers a team or an agent with its storage driver, so every name a
+storage operation is given is *interned* on first use, in that operation's
+transaction (:func:`intern_team`, :func:`intern_member`). Interned names are
+not roster entries: ``teams.registered`` and ``members.roster`` mark what
+``team create``/``add-member`` or the relay's authenticated roster put there,
+and only those appear in :func:`get_team`/:func:`list_teams` — a name seen on
+a message never becomes a member.
 
 A team has an immutable UUIDv7 ``team_id`` minted here and a mutable display
 name; a member has an immutable UUIDv7 ``member_id`` and a name unique in its
@@ -22,9 +31,13 @@ from syncengine.store.records import Member, Team
 __all__ = [
     "MAX_MEMBERS",
     "add_members",
+    "adopt_roster",
     "create_team",
-    "ensure_members",
+    "find_member",
+    "find_team",
     "get_team",
+    "intern_member",
+    "intern_team",
     "list_teams",
     "member_pk",
     "rename_team",
@@ -35,22 +48,59 @@ __all__ = [
 MAX_MEMBERS = 1000
 
 
-def team_pk(conn: Any, name: str) -> int:
+def find_team(conn: Any, name: str) -> int | None:
+    """The key of a team name this store has seen, registered or not."""
     row = conn.execute("SELECT team_pk FROM teams WHERE name = ?", (name,)).fetchone()
-    if row is None:
+    return None if row is None else int(row[0])
+
+
+def find_member(conn: Any, team_key: int, agent: str) -> int | None:
+    """The key of an agent name seen in the team, roster member or not."""
+    row = conn.execute(
+        "SELECT member_pk FROM members WHERE team_pk = ? AND name = ?", (team_key, agent)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def team_pk(conn: Any, name: str) -> int:
+    """The key of a known team name (the sync layer's lookups; a storage
+    operation interns instead)."""
+    pk = find_team(conn, name)
+    if pk is None:
         raise UnknownTeam(name)
-    pk: int = row[0]
     return pk
 
 
 def member_pk(conn: Any, team_key: int, team: str, agent: str, field: str = "agent") -> int:
-    row = conn.execute(
-        "SELECT member_pk FROM members WHERE team_pk = ? AND name = ?", (team_key, agent)
-    ).fetchone()
-    if row is None:
+    pk = find_member(conn, team_key, agent)
+    if pk is None:
         raise UnknownAgent(team, agent, field)
-    pk: int = row[0]
     return pk
+
+
+def intern_team(conn: Any, name: str, now: str) -> int:
+    """The team's key, recording the name on first use (not as a registration)."""
+    pk = find_team(conn, name)
+    if pk is not None:
+        return pk
+    conn.execute(
+        "INSERT INTO teams (team_id, name, created_at, registered) VALUES (?, ?, ?, 0)",
+        (new_uuid7(), name, now),
+    )
+    return int(conn.last_insert_rowid())
+
+
+def intern_member(conn: Any, team_key: int, agent: str, now: str) -> int:
+    """The agent's key in the team, recording the name on first use (not as
+    a roster member)."""
+    pk = find_member(conn, team_key, agent)
+    if pk is not None:
+        return pk
+    conn.execute(
+        "INSERT INTO members (team_pk, member_id, name, created_at, roster) VALUES (?, ?, ?, ?, 0)",
+        (team_key, new_uuid7(), agent, now),
+    )
+    return int(conn.last_insert_rowid())
 
 
 def _check_new_members(agents: list[str] | tuple[str, ...], field: str) -> list[str]:
@@ -68,22 +118,42 @@ def create_team(conn: Any, name: str, agents: list[str] | tuple[str, ...], now: 
     checked = _check_new_members(agents, "member")
     if len(checked) > MAX_MEMBERS:
         raise InvalidInput("member", f"a team has at most {MAX_MEMBERS} members")
-    if conn.execute("SELECT 1 FROM teams WHERE name = ?", (name,)).fetchone():
+    row = conn.execute("SELECT team_pk, registered FROM teams WHERE name = ?", (name,)).fetchone()
+    if row is not None and row[1]:
         raise Conflict(f"team {name!r} already exists")
-    team_id = new_uuid7()
-    conn.execute(
-        "INSERT INTO teams (team_id, name, created_at) VALUES (?, ?, ?)", (team_id, name, now)
-    )
-    key = conn.last_insert_rowid()
-    _insert_members(conn, key, checked, now)
+    if row is None:
+        conn.execute(
+            "INSERT INTO teams (team_id, name, created_at) VALUES (?, ?, ?)",
+            (new_uuid7(), name, now),
+        )
+        key = int(conn.last_insert_rowid())
+    else:
+        # A team first seen on messages becomes registered; its ID stays.
+        key = int(row[0])
+        conn.execute("UPDATE teams SET registered = 1 WHERE team_pk = ?", (key,))
+    _enrol_members(conn, key, checked, now)
     return get_team(conn, name)
 
 
-def _insert_members(conn: Any, key: int, agents: list[str], now: str) -> None:
-    conn.executemany(
-        "INSERT INTO members (team_pk, member_id, name, created_at) VALUES (?, ?, ?, ?)",
-        [(key, new_uuid7(), agent, now) for agent in agents],
-    )
+def _enrol_members(conn: Any, key: int, agents: list[str], now: str) -> None:
+    """Put names on the roster: a name already seen on messages keeps its key
+    (and so its messages and read state); a new one is inserted."""
+    for agent in agents:
+        pk = find_member(conn, key, agent)
+        if pk is None:
+            conn.execute(
+                "INSERT INTO members (team_pk, member_id, name, created_at) VALUES (?, ?, ?, ?)",
+                (key, new_uuid7(), agent, now),
+            )
+        else:
+            conn.execute("UPDATE members SET roster = 1 WHERE member_pk = ?", (pk,))
+
+
+def _roster_count(conn: Any, key: int) -> int:
+    count: int = conn.execute(
+        "SELECT count(*) FROM members WHERE team_pk = ? AND roster = 1", (key,)
+    ).fetchone()[0]
+    return count
 
 
 def add_members(conn: Any, team: str, agents: list[str] | tuple[str, ...], now: str) -> Team:
@@ -91,52 +161,69 @@ def add_members(conn: Any, team: str, agents: list[str] | tuple[str, ...], now: 
     checked = _check_new_members(agents, "member")
     if not checked:
         raise InvalidInput("member", "name at least one member to add")
-    key = team_pk(conn, team)
+    key = _registered_team(conn, team)
     for agent in checked:
         if conn.execute(
-            "SELECT 1 FROM members WHERE team_pk = ? AND name = ?", (key, agent)
+            "SELECT 1 FROM members WHERE team_pk = ? AND name = ? AND roster = 1", (key, agent)
         ).fetchone():
             raise Conflict(f"team {team!r} already has a member {agent!r}")
-    count: int = conn.execute("SELECT count(*) FROM members WHERE team_pk = ?", (key,)).fetchone()[
-        0
-    ]
-    if count + len(checked) > MAX_MEMBERS:
+    if _roster_count(conn, key) + len(checked) > MAX_MEMBERS:
         raise InvalidInput("member", f"a team has at most {MAX_MEMBERS} members")
-    _insert_members(conn, key, checked, now)
+    _enrol_members(conn, key, checked, now)
     return get_team(conn, team)
 
 
-def ensure_members(conn: Any, key: int, team: str, agents: set[str], now: str) -> None:
-    """Register every name in ``agents`` that the team does not have yet.
+def _registered_team(conn: Any, name: str) -> int:
+    row = conn.execute("SELECT team_pk FROM teams WHERE name = ? AND registered = 1", (name,))
+    found = row.fetchone()
+    if found is None:
+        raise UnknownTeam(name)
+    return int(found[0])
 
-    Pulled messages name the remote team's members; the local registry
-    learns those names instead of refusing the page (specs/sync-stage1.md
-    §8). Names must pass the local rules and the member bound still holds.
+
+def adopt_roster(conn: Any, key: int, roster: list[tuple[str, str]], now: str) -> int:
+    """Take the relay's authenticated roster (``GET /v1/members``) as this
+    team's roster: ``(member_id, name)`` pairs. Returns how many rows changed.
+
+    A member already known by ID keeps its row (a rename on the relay is the
+    read-state layer's business, read-state-synchronization.md); a name
+    known only locally adopts the relay's immutable member ID, so every
+    machine of the team agrees on it; anything else is inserted. Members are
+    never taken from message sender/recipient strings.
     """
-    missing = [
-        check_local_agent(agent, "agent")
-        for agent in sorted(agents)
-        if conn.execute(
-            "SELECT 1 FROM members WHERE team_pk = ? AND name = ?", (key, agent)
+    changed = 0
+    conn.execute("UPDATE teams SET registered = 1 WHERE team_pk = ? AND registered = 0", (key,))
+    changed += conn.changes()
+    for member_id, name in roster:
+        by_id = conn.execute(
+            "SELECT member_pk, team_pk, roster FROM members WHERE member_id = ?", (member_id,)
         ).fetchone()
-        is None
-    ]
-    if not missing:
-        return
-    count: int = conn.execute("SELECT count(*) FROM members WHERE team_pk = ?", (key,)).fetchone()[
-        0
-    ]
-    if count + len(missing) > MAX_MEMBERS:
-        raise InvalidInput(
-            "agent", f"team {team!r} would exceed {MAX_MEMBERS} members by importing new senders"
-        )
-    _insert_members(conn, key, missing, now)
+        if by_id is not None:
+            if by_id[1] != key:
+                raise Conflict(f"member ID {member_id} already belongs to another local team")
+            if not by_id[2]:
+                conn.execute("UPDATE members SET roster = 1 WHERE member_pk = ?", (by_id[0],))
+                changed += 1
+            continue
+        pk = find_member(conn, key, name)
+        if pk is None:
+            conn.execute(
+                "INSERT INTO members (team_pk, member_id, name, created_at) VALUES (?, ?, ?, ?)",
+                (key, member_id, name, now),
+            )
+        else:
+            conn.execute(
+                "UPDATE members SET member_id = ?, roster = 1 WHERE member_pk = ?",
+                (member_id, pk),
+            )
+        changed += 1
+    return changed
 
 
 def rename_team(conn: Any, old: str, new: str) -> Team:
     check_local_team(old, "old")
     check_local_team(new, "new")
-    key = team_pk(conn, old)
+    key = _registered_team(conn, old)
     if old == new:
         raise InvalidInput("new", "the new name equals the current name")
     if conn.execute("SELECT 1 FROM teams WHERE name = ?", (new,)).fetchone():
@@ -149,19 +236,25 @@ def _members_of(conn: Any, key: int) -> tuple[Member, ...]:
     return tuple(
         Member(member_id=row[0], name=row[1])
         for row in conn.execute(
-            "SELECT member_id, name FROM members WHERE team_pk = ? ORDER BY member_pk", (key,)
+            "SELECT member_id, name FROM members WHERE team_pk = ? AND roster = 1"
+            " ORDER BY member_pk",
+            (key,),
         )
     )
 
 
 def get_team(conn: Any, name: str) -> Team:
     check_local_team(name, "team")
-    row = conn.execute("SELECT team_pk, team_id FROM teams WHERE name = ?", (name,)).fetchone()
+    row = conn.execute(
+        "SELECT team_pk, team_id FROM teams WHERE name = ? AND registered = 1", (name,)
+    ).fetchone()
     if row is None:
         raise UnknownTeam(name)
     return Team(team_id=row[1], name=name, members=_members_of(conn, row[0]))
 
 
 def list_teams(conn: Any) -> list[Team]:
-    rows = conn.execute("SELECT team_pk, team_id, name FROM teams ORDER BY name").fetchall()
+    rows = conn.execute(
+        "SELECT team_pk, team_id, name FROM teams WHERE registered = 1 ORDER BY name"
+    ).fetchall()
     return [Team(team_id=r[1], name=r[2], members=_members_of(conn, r[0])) for r in rows]

@@ -35,9 +35,17 @@ def test_unknown_record_types_and_fields_are_ignored(store: Store) -> None:
     assert message.to_record()["id"] == SENT["id"]
 
 
-def test_whole_second_timestamps_are_normalised_to_six_digits(store: Store) -> None:
+def test_whole_second_timestamps_are_kept_as_written(store: Store) -> None:
     store.import_bytes(jsonl(SENT))
-    assert store.history("dev")[0].at == "2026-05-30T19:00:00.000000Z"
+    assert store.history("dev")[0].at == "2026-05-30T19:00:00Z"
+
+
+def test_a_stored_whole_second_timestamp_is_sealed_in_the_six_digit_wire_form() -> None:
+    from syncengine.store.event_log import canonical_at
+
+    assert canonical_at("2026-05-30T19:00:00Z") == "2026-05-30T19:00:00.000000Z"
+    assert canonical_at("2026-05-30T19:00:00.5Z") == "2026-05-30T19:00:00.500000Z"
+    assert canonical_at("2026-05-30T19:00:00.123456Z") == "2026-05-30T19:00:00.123456Z"
 
 
 def test_legacy_decimal_ids_pass_through_as_opaque_strings(store: Store) -> None:
@@ -54,8 +62,8 @@ def test_legacy_decimal_ids_pass_through_as_opaque_strings(store: Store) -> None
         (b"not json\n", "not valid JSON"),
         (jsonl(dict(SENT, body=7)), "body"),
         (jsonl(dict(SENT, at="yesterday")), "timestamp"),
-        (jsonl(dict(SENT, to="ghost")), "ghost"),
-        (jsonl(dict(SENT, id="Not-An-Id")), "message id"),
+        (jsonl(dict(SENT, to="bad:name")), "agent name"),
+        (jsonl(dict(SENT, id="line\nbreak")), "control characters"),
         (jsonl(dict(SENT, origin="elsewhere")), "origin"),
         (jsonl(SENT)[:-1], "truncated"),
         (jsonl(SENT).replace(b"\n", b"\r\n"), "carriage return"),
@@ -65,13 +73,13 @@ def test_legacy_decimal_ids_pass_through_as_opaque_strings(store: Store) -> None
                 {
                     "type": "message_read",
                     "id": "1",
-                    "msg_id": "2",
+                    "msg_id": 2,
                     "team": "dev",
                     "agent": "bob",
                     "at": "2026-05-30T19:00:00Z",
                 }
             ),
-            "not in this team",
+            "msg_id",
         ),
     ],
 )
@@ -148,3 +156,45 @@ def test_event_timestamps_that_are_not_real_utc_instants_are_refused(text: str) 
     with pytest.raises(InvalidInput) as caught:
         normalize_at(text, "line 3.at")
     assert caught.value.field == "line 3.at"
+
+
+READ = {
+    "type": "message_read",
+    "id": "read-cursor-v1:dev:bob:" + str(SENT["id"]),
+    "team": "dev",
+    "agent": "bob",
+    "msg_id": SENT["id"],
+    "at": "2026-05-30T19:05:00Z",
+}
+
+
+def test_a_read_imported_before_its_message_is_linked_when_the_message_arrives(
+    store: Store,
+) -> None:
+    store.import_bytes(jsonl(READ))
+    store.import_bytes(jsonl(SENT))
+    assert store.list_unread("dev", "bob") == []
+    assert store.read_cursor_get("dev", "bob") == "1"
+
+
+def test_a_read_of_an_id_this_store_never_held_is_kept_and_exported(
+    store: Store, tmp_path: Path
+) -> None:
+    store.import_bytes(jsonl(dict(READ, msg_id="legacy-17")))
+    out = tmp_path / "e.jsonl"
+    store.export(out)
+    assert [json.loads(line) for line in out.read_text().splitlines()] == [
+        dict(READ, msg_id="legacy-17")
+    ]
+
+
+def test_an_export_of_the_bundled_drivers_shapes_reimports_to_the_same_bytes(
+    store: Store, tmp_path: Path
+) -> None:
+    source = b"".join(
+        json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in (SENT, READ)
+    )
+    store.import_bytes(source)
+    out = tmp_path / "e.jsonl"
+    store.export(out)
+    assert out.read_bytes() == source

@@ -81,23 +81,59 @@ def test_a_later_exact_read_is_kept_while_the_hole_before_it_pins_the_frontier(
     assert store.list_unread("dev", "bob") == []
 
 
-def test_mark_read_of_a_message_for_another_agent_is_refused(store: Store) -> None:
+def test_marking_another_agents_message_affects_nobody_else(store: Store) -> None:
     to_carol = store.send("dev", "alice", "carol", "c").id
-    with pytest.raises(UnknownMessage, match="not addressed"):
-        store.mark_read_batch("dev", "bob", [to_carol])
+    store.mark_read_batch("dev", "bob", [to_carol])
     assert [m.id for m in store.list_unread("dev", "carol")] == [to_carol]
+    assert store.read_cursor_get("dev", "carol") == "0"
+
+
+def test_marking_an_unknown_id_is_accepted_and_changes_no_unread_set(store: Store) -> None:
+    mine = store.send("dev", "alice", "bob", "b").id
+    store.mark_read_batch("dev", "bob", ["no-such-message"])
+    assert [m.id for m in store.list_unread("dev", "bob")] == [mine]
+
+
+def test_an_empty_id_list_is_a_successful_no_op(store: Store) -> None:
+    store.send("dev", "alice", "bob", "b")
+    store.mark_read_batch("dev", "bob", [])
+    assert len(store.list_unread("dev", "bob")) == 1
 
 
 def test_one_bad_id_in_a_batch_marks_none_of_them(store: Store) -> None:
     good = store.send("dev", "alice", "bob", "g").id
     with pytest.raises(InvalidInput):
-        store.mark_read_batch("dev", "bob", [good, "BAD"])
+        store.mark_read_batch("dev", "bob", [good, "BAD\nID"])
     assert [m.id for m in store.list_unread("dev", "bob")] == [good]
 
 
-def test_a_cursor_ahead_of_the_log_is_refused(store: Store) -> None:
+def test_consume_with_a_cursor_beyond_the_tip_is_bounded_by_the_tip(store: Store) -> None:
+    store.send("dev", "alice", "carol", "x")
+    store.read_cursor_consume("dev", "bob", "99", [])
+    assert store.read_cursor_get("dev", "bob") == "1"
+    later = store.send("dev", "alice", "bob", "y").id
+    assert [m.id for m in store.list_unread("dev", "bob")] == [later]
+
+
+def test_watch_after_never_returns_a_message_its_recipient_already_read(store: Store) -> None:
+    m = [store.send("dev", "alice", "bob", str(i)).id for i in range(3)]
+    store.mark_read_batch("dev", "bob", [m[2]])  # exact read beyond the hole at m[0]
+    result = store.watch_after("0", ["dev:bob"])
+    assert [x.id for x in result.messages] == m[:2]
+    assert result.cursor == "3"
+
+
+@pytest.mark.parametrize("token", ["", "abc", "-1", "007"])
+def test_watch_after_with_a_token_it_never_issued_redelivers_from_the_start(
+    store: Store, token: str
+) -> None:
+    sent = store.send("dev", "alice", "bob", "x").id
+    assert [x.id for x in store.watch_after(token, ["dev:bob"]).messages] == [sent]
+
+
+def test_watch_after_beyond_the_tip_resumes_from_the_tip(store: Store) -> None:
     store.send("dev", "alice", "bob", "x")
-    with pytest.raises(InvalidInput, match="ahead"):
-        store.read_cursor_consume("dev", "bob", "2", [])
-    with pytest.raises(InvalidInput, match="ahead"):
-        store.watch_after("5", ["dev:bob"])
+    result = store.watch_after("5", ["dev:bob"])
+    assert (result.messages, result.cursor) == ((), "1")
+    later = store.send("dev", "alice", "bob", "y").id
+    assert [x.id for x in store.watch_after(result.cursor, ["dev:bob"]).messages] == [later]

@@ -59,8 +59,9 @@ def test_rename_keeps_ids_messages_and_read_state_under_the_new_name(store: Stor
     assert [(m.team, m.body) for m in store.history("core")] == [("core", "one"), ("core", "two")]
     assert [m.body for m in store.list_unread("core", "bob")] == ["two"]
     assert store.read_cursor_get("core", "bob") == "1"
+    assert store.history("dev") == []  # the old name holds nothing any more
     with pytest.raises(UnknownTeam):
-        store.history("dev")
+        store.team("dev")
 
 
 def test_rename_onto_an_existing_team_is_a_conflict_and_changes_nothing(store: Store) -> None:
