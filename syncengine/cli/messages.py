@@ -72,8 +72,30 @@ def _print(args: argparse.Namespace, messages: list[Any]) -> None:
             print(f"{m.at}  {m.sender} -> {m.recipient}: {m.body}")
 
 
+def _check_roster(store: Any, team: str, names: tuple[str, str]) -> None:
+    """A person typing ``send`` is protected from typos: when the team has a
+    roster here (``team create`` or the relay's members), both names must be
+    on it. The storage contract itself takes any valid names (hosts keep
+    their own registry), so this guard lives in the command only."""
+    from syncengine.store import InvalidInput, UnknownTeam
+
+    if not store.exists():
+        return
+    try:
+        roster = {m.name for m in store.team(team).members}
+    except (UnknownTeam, InvalidInput):
+        return
+    for field, name in zip(("from", "to"), names, strict=True):
+        if roster and name not in roster:
+            raise InvalidInput(
+                field,
+                f"team {team!r} has no member {name!r}; add it with 'syncengine team add-member'",
+            )
+
+
 def _send(args: argparse.Namespace) -> int:
     def action(store: Any) -> None:
+        _check_roster(store, args.team, (args.sender, args.recipient))
         body = args.body
         if body == "-":
             body = sys.stdin.buffer.read().decode("utf-8")

@@ -57,6 +57,7 @@ from syncengine.ops.states import (
 from syncengine.store.errors import InvalidInput
 from syncengine.store.event_log import SentFields, import_fresh_sent
 from syncengine.store.records import ORIGIN_IMPORTED
+from wire.message import Message
 
 __all__ = ["ApplyPlan", "ApplyResult", "StoredPull", "StoredPush", "apply_pull", "plan_apply"]
 
@@ -293,7 +294,7 @@ def _import(
             f"pulled message {message.wire_id}",
         )
         for message, local_id in zip(messages, new_uuid7s(len(messages)), strict=True)
-        if message.projection is not None
+        if isinstance(message.projection, Message)
     ]
     assert len(records) == len(messages)
     return import_fresh_sent(conn, records, {}, now)
@@ -313,13 +314,16 @@ def apply_pull(
         check_page(messages, cursor, binding.transport_cursor)
         pulled, pushed, owners = _load_facts(conn, binding.pk, messages)
         plan = plan_apply(messages, pulled, pushed, owners)
-        imported = [messages[i] for i in plan.imports]
+        # A roster control record is recorded as imported with no local
+        # message: the host applies it to its own registry.
+        chat = [i for i in plan.imports if isinstance(messages[i].projection, Message)]
+        imported = [messages[i] for i in chat]
         positions = (
             _import(conn, key.local_team, binding.team_pk, imported, now) if imported else []
         )
-        position_of = {i: p for i, p in zip(plan.imports, positions, strict=True)}
+        position_of = {i: p for i, p in zip(chat, positions, strict=True)}
         fresh = [
-            _quarantine_row(binding.pk, messages[i], QuarantineState.IMPORTED, position_of[i])
+            _quarantine_row(binding.pk, messages[i], QuarantineState.IMPORTED, position_of.get(i))
             for i in plan.imports
             if messages[i].wire_id not in pulled
         ]

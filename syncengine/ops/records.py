@@ -43,6 +43,8 @@ __all__ = [
     "APPLY_STATUSES",
     "BLOCKING_STATUSES",
     "CAPABILITY_STAGE1_SYNC",
+    "ROSTER_KINDS",
+    "RosterProjection",
     "SyncApplyOutcome",
     "SyncApplyResult",
     "SyncDriverCapabilities",
@@ -332,12 +334,61 @@ class SyncReconcileResult:
 # -- apply ----------------------------------------------------------------------------
 
 
+#: The roster control records a host's engine projects (UPSTREAM-RECORDS
+#: §2.4): they are applied by the host's roster driver, never as a message.
+ROSTER_KINDS = frozenset({"member_joined", "member_left", "member_renamed", "key_rotated"})
+
+
+@dataclass(frozen=True, slots=True)
+class RosterProjection:
+    """The projection of a roster control record: ``kind`` plus its fields,
+    kept as given. The storage driver records it (outcome ``imported``) and
+    creates no chat message; the roster itself is the host's registry."""
+
+    fields: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        kind: str = self.fields["kind"]
+        return kind
+
+    @classmethod
+    def from_obj(cls, value: Any, where: str) -> RosterProjection:
+        obj = _wrap(expect_object, value, where)
+        kind = obj.get("kind")
+        if kind not in ROSTER_KINDS:
+            raise _bad(
+                f"{where}.kind",
+                "a projection without a body must be a roster record, kind one of "
+                + ", ".join(sorted(ROSTER_KINDS)),
+            )
+        try:
+            jcs.canonicalize(obj)
+        except WireError as exc:
+            raise _bad(where, f"not canonical JSON ({exc})") from None
+        return cls(dict(obj))
+
+    def to_obj(self) -> dict[str, Any]:
+        return dict(self.fields)
+
+    def to_jcs(self) -> bytes:
+        return jcs.canonicalize(self.fields)
+
+
+def _projection(value: Any, where: str) -> Message | RosterProjection:
+    if isinstance(value, dict) and "body" not in value and "kind" in value:
+        return RosterProjection.from_obj(value, where)
+    projection: Message = _wrap(Message.from_obj, value, where)
+    return projection
+
+
 @dataclass(frozen=True, slots=True)
 class SyncPullMessage:
     """``sync_pull_message``: one pulled envelope with the engine's evaluation.
 
-    ``projection`` is present exactly when ``status`` is ``importable``, and
-    it is itself a validated :class:`wire.message.Message`.
+    ``projection`` is present exactly when ``status`` is ``importable``: a
+    validated :class:`wire.message.Message`, or a :class:`RosterProjection`
+    when the host's engine projected a roster control record.
     """
 
     server_seq: int
@@ -348,7 +399,7 @@ class SyncPullMessage:
     policy_revision: int
     local_security_revision: int
     reason: str | None
-    projection: Message | None
+    projection: Message | RosterProjection | None
 
     _REQUIRED = (
         "server_seq",
@@ -377,11 +428,11 @@ class SyncPullMessage:
         elif "reason" in obj:
             raise _bad(f"{where}.reason", "must be a string when present")
         envelope = _envelope(obj["envelope"], f"{where}.envelope")
-        projection: Message | None = None
+        projection: Message | RosterProjection | None = None
         if status == "importable":
             if "projection" not in obj:
                 raise _bad(f"{where}.projection", "required when status is importable")
-            projection = _wrap(Message.from_obj, obj["projection"], f"{where}.projection")
+            projection = _projection(obj["projection"], f"{where}.projection")
             if envelope.cipher == _NONE_CIPHER and envelope.blob_bytes() != projection.to_jcs():
                 raise _bad(
                     f"{where}.projection", "does not match the plaintext of its 'none' envelope"

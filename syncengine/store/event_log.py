@@ -222,13 +222,13 @@ def import_events(conn: Any, data: bytes, source: str, now: str) -> tuple[int, i
         if not isinstance(kind, str):
             raise InvalidInput(f"{where}.type", "every record needs a string 'type'")
         if kind == "message_sent":
-            fresh = _import_sent(conn, record, where, cache, now)
-            if fresh is not None:
-                imported.append(fresh)
+            message = _import_sent(conn, record, where, cache, now)
+            if message is not None:
+                imported.append(message)
+            fresh = message is not None
         elif kind == "message_read":
-            reader, fresh_read = _import_read(conn, record, where, cache, now)
+            reader, fresh = _import_read(conn, record, where, cache, now)
             touched.add(reader)
-            fresh = fresh_read or None
         else:
             continue  # a later schema's record type: v1 readers skip it
         if fresh:

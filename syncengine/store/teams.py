@@ -191,9 +191,8 @@ def adopt_roster(conn: Any, key: int, roster: list[tuple[str, str]], now: str) -
     machine of the team agrees on it; anything else is inserted. Members are
     never taken from message sender/recipient strings.
     """
-    changed = 0
     conn.execute("UPDATE teams SET registered = 1 WHERE team_pk = ? AND registered = 0", (key,))
-    changed += conn.changes()
+    changed: int = conn.changes()
     for member_id, name in roster:
         by_id = conn.execute(
             "SELECT member_pk, team_pk, roster FROM members WHERE member_id = ?", (member_id,)
