@@ -5,20 +5,25 @@ canonical bytes and back, and says precisely why bytes are refused.
 See ``specs/wire.md``.
 """
 
-from wire.envelope import Envelope
-from wire.errors import (
-    CanonicalJsonError,
-    EnvelopeError,
-    MessageError,
-    ProfileError,
-    ProtocolError,
-    ScalarError,
-    SchemaError,
-    WireError,
-)
-from wire.message import Message
-from wire.outcome import Blocked, BlockState, Importable, OpenOutcome
-from wire.profiles import Binding, OpenContext, SealParams, open_envelope, seal
+from typing import TYPE_CHECKING
+
+from wire.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from wire.envelope import Envelope
+    from wire.errors import (
+        CanonicalJsonError,
+        EnvelopeError,
+        MessageError,
+        ProfileError,
+        ProtocolError,
+        ScalarError,
+        SchemaError,
+        WireError,
+    )
+    from wire.message import Message
+    from wire.outcome import Blocked, BlockState, Importable, OpenOutcome
+    from wire.profiles import Binding, OpenContext, SealParams, open_envelope, seal
 
 __all__ = [
     "Binding",
@@ -41,3 +46,33 @@ __all__ = [
     "open_envelope",
     "seal",
 ]
+
+# Resolved on first use (PEP 562): a storage-driver call imports only
+# ``wire.errors`` and ``wire.scalars``, not the whole codec.
+_EXPORTS = {
+    "Envelope": "wire.envelope",
+    "Message": "wire.message",
+    "Blocked": "wire.outcome",
+    "BlockState": "wire.outcome",
+    "Importable": "wire.outcome",
+    "OpenOutcome": "wire.outcome",
+    "Binding": "wire.profiles",
+    "OpenContext": "wire.profiles",
+    "SealParams": "wire.profiles",
+    "open_envelope": "wire.profiles",
+    "seal": "wire.profiles",
+    **dict.fromkeys(
+        (
+            "CanonicalJsonError",
+            "EnvelopeError",
+            "MessageError",
+            "ProfileError",
+            "ProtocolError",
+            "ScalarError",
+            "SchemaError",
+            "WireError",
+        ),
+        "wire.errors",
+    ),
+}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -117,13 +117,13 @@ def _read_stdin(stdin: IO[bytes]) -> bytes:
 
 
 def _op_init(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
-    _arity(args, 0, 0, "init")
+    _arity(args, 0, 1, "init [<team>]")
     store.init()
     return []
 
 
 def _op_check(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
-    _arity(args, 0, 0, "check")
+    _arity(args, 0, 1, "check [<team>]")
     if store.exists():
         store.check()
     return []
@@ -168,7 +168,7 @@ def _op_list_unread(store: Store, args: list[str], stdin: IO[bytes]) -> list[str
 
 
 def _op_mark_read_batch(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
-    _arity(args, 3, None, "mark_read_batch <team> <agent> <id> [<id> ...]")
+    _arity(args, 2, None, "mark_read_batch <team> <agent> [<id> ...]")
     store.mark_read_batch(args[0], args[1], args[2:])
     return []
 
@@ -207,22 +207,24 @@ def _op_history(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
 
 
 def _op_export(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
-    _arity(args, 1, 1, "export <file>")
-    store.export(args[0])
+    # Hosts call ``storage_export <team> <file>``; the spec's form is
+    # ``<file>``. One store holds every team, so the selector names no subset.
+    _arity(args, 1, 2, "export [<team>] <file>")
+    store.export(args[-1])
     return []
 
 
 def _op_import(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
-    _arity(args, 1, 1, "import <file>   ('-' reads stdin)")
-    if args[0] == "-":
+    _arity(args, 1, 2, "import [<team>] <file>   ('-' reads stdin)")
+    if args[-1] == "-":
         store.import_bytes(_read_stdin(stdin), "stdin")
     else:
-        store.import_file(args[0])
+        store.import_file(args[-1])
     return []
 
 
 def _op_compact(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
-    _arity(args, 0, 0, "compact")
+    _arity(args, 0, 1, "compact [<team>]")
     store.compact()
     return []
 
@@ -316,6 +318,7 @@ def run_op(
     message = ""
     try:
         if op == "store_exists":
+            _arity(args, 0, 1, "store_exists [<team>]")
             return 0 if store.exists() else 1
         lines = _OPERATIONS[op](store, args, inp)
     except UsageError as exc:

@@ -14,6 +14,7 @@ SQLite errors are translated here, at one boundary: busy/locked to
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -76,11 +77,25 @@ def translate_sqlite_errors(path: Path) -> Iterator[None]:
         ) from exc
 
 
+def _create_private(path: Path) -> None:
+    """Create the store file owner-only (0600) before SQLite opens it: it
+    holds decrypted bodies, and SQLite gives its -wal and -shm files the
+    database file's mode."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError:
+        return  # let SQLite report why the path cannot be opened
+    os.close(fd)
+
+
 def open_connection(path: Path, *, create: bool, busy_timeout_ms: int) -> Any:
     """Open (optionally creating) the database file and apply the pragmas."""
     apsw = _apsw()
     if create:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _create_private(path)
         flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     else:
         if not path.is_file():

@@ -23,7 +23,14 @@ from syncengine.ids import new_uuid4
 from syncengine.store.connection import write_transaction
 from syncengine.store.errors import StoreTooNew
 
-__all__ = ["LATEST_VERSION", "MIGRATIONS", "migrate", "schema_version"]
+__all__ = [
+    "LATEST_VERSION",
+    "MIGRATIONS",
+    "REQUIRED_TABLES",
+    "migrate",
+    "missing_tables",
+    "schema_version",
+]
 
 
 def _v1_registry(conn: Any) -> None:
@@ -307,6 +314,35 @@ MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v5_messages_only_axis,
 )
 LATEST_VERSION = len(MIGRATIONS)
+
+#: Every table the latest schema holds; a store missing one is damaged.
+REQUIRED_TABLES = frozenset(
+    {
+        "store_meta",
+        "teams",
+        "members",
+        "messages",
+        "message_reads",
+        "read_frontiers",
+        "sync_bindings",
+        "sync_push",
+        "sync_quarantine",
+        "sync_conflicts",
+        "engine_bindings",
+        "engine_security_history",
+        "engine_status",
+    }
+)
+
+
+def missing_tables(conn: Any) -> list[str]:
+    """The required tables a store at the latest version lacks (one
+    ``sqlite_master`` scan: a dropped table must fail every operation as
+    damage, never let a read answer "nothing")."""
+    present = {
+        row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
+    return sorted(REQUIRED_TABLES - present)
 
 
 def schema_version(conn: Any) -> int:

@@ -31,7 +31,7 @@ from syncengine.store.connection import (
 )
 from syncengine.store.errors import CorruptStore, InvalidInput, StoreNotInitialized
 from syncengine.store.messages import OutgoingMessage
-from syncengine.store.migrations import LATEST_VERSION, migrate, schema_version
+from syncengine.store.migrations import LATEST_VERSION, migrate, missing_tables, schema_version
 from syncengine.store.paths import resolve_store_path
 from syncengine.store.records import MessageSent, Team, WatchResult
 from wire.scalars import format_timestamp
@@ -112,6 +112,12 @@ class Store:
         return self._conn
 
     def _check_meta(self, conn: Any) -> None:
+        lost = missing_tables(conn)
+        if lost:
+            raise CorruptStore(
+                f"store {self.path} is damaged: missing table(s) {', '.join(lost)}; restore it "
+                "from an export or move it aside and run 'init'"
+            )
         row = conn.execute(
             "SELECT value FROM store_meta WHERE key = 'driver_generation'"
         ).fetchone()
