@@ -42,7 +42,10 @@ RECORD_OPS = frozenset(
     {"send", "send_batch", "list_unread", "read_cursor_get", "history", "watch_tip", "watch_after"}
 )
 SYNC_OPS = frozenset({"capabilities", "prepare", "reconcile", "apply", "reprocess"})
-OPS = sorted(CONTROL_OPS | RECORD_OPS | SYNC_OPS | {"describe", "store_exists"})
+OPS = sorted(CONTROL_OPS | RECORD_OPS | SYNC_OPS | {"describe", "store_exists", "path"})
+
+#: The bash driver file, shipped inside the package (``syncengine driver path``).
+DRIVER_FILE = ("drivers", "storage", "syncengine.sh")
 
 DIRECTIVE_PREFIX = "AGMSG-DIRECTIVE: "
 
@@ -254,6 +257,7 @@ _OPERATIONS: dict[str, Callable[[Store, list[str], IO[bytes]], list[str]]] = {
 
 
 def _describe(store_path: str | None, out: IO[bytes]) -> int:
+    # ``describe [<team>]``: hosts may name a team; one store serves them all.
     try:
         from syncengine.store import Store
 
@@ -266,13 +270,39 @@ def _describe(store_path: str | None, out: IO[bytes]) -> int:
     return 0
 
 
+def driver_file() -> str:
+    """Where the installed bash driver file is, for a host to source."""
+    import os
+
+    import syncengine
+
+    return os.path.join(os.path.dirname(os.path.abspath(syncengine.__file__)), *DRIVER_FILE)
+
+
+def _path(args: list[str], out: IO[bytes], err: IO[bytes]) -> int:
+    if args:
+        err.write(b"syncengine driver path: takes no arguments\n")
+        return 2
+    _write(out, [driver_file()])
+    return 0
+
+
+def _install_command() -> str:
+    """This installation's own repair: APSW comes with syncengine, so it is
+    installed into the interpreter that runs syncengine (never a bare
+    ``python3``, which may be another one)."""
+    import shlex
+
+    return f"{shlex.quote(sys.executable)} -m pip install 'apsw>=3.45'"
+
+
 def _missing_deps(op: str, out: IO[bytes], err: IO[bytes], reason: str) -> int:
     import json
 
     directive = {
         "type": "install_deps",
         "driver": "syncengine",
-        "commands": ["python3 -m pip install apsw"],
+        "commands": [_install_command()],
         "reason": reason,
     }
     err.write(f"syncengine driver {op}: {reason}\n".encode())
@@ -298,6 +328,8 @@ def run_op(
     inp = stdin if stdin is not None else sys.stdin.buffer
     if op == "describe":
         return _describe(store_path, out)
+    if op == "path":
+        return _path(args, out, err)
     if op in SYNC_OPS:
         from syncengine.cli import sync_driver
 

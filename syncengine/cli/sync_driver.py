@@ -3,10 +3,12 @@
 Verbs and argv follow the agmsg sync adapter (UPSTREAM-RECORDS §1.1)::
 
     capabilities [<binding>]
-    prepare   <binding> <limit>              stdin: one sync_prepare
+    prepare   <binding> [<limit>]            stdin: one sync_prepare
     reconcile <binding>                      stdin: sync_push_ack*
     apply     <binding>                      stdin: sync_pull_message* sync_pull_cursor
-    reprocess <binding> <limit> [<page-after>]
+    reprocess <binding> [<limit> [<page-after>]]
+
+(``<limit>`` defaults to 100.)
 
 where ``<binding>`` is ``<local-team> <server-instance-id> <remote-team-id>
 <protocol-version>``. Only these non-secret identifiers and limits travel on
@@ -25,7 +27,10 @@ if TYPE_CHECKING:
     from syncengine.ops.bindings import BindingKey
     from syncengine.store import Store
 
-__all__ = ["run_sync_op"]
+__all__ = ["DEFAULT_LIMIT", "run_sync_op"]
+
+#: ``<limit>`` when a caller leaves it out: the upstream engine's steady page.
+DEFAULT_LIMIT = 100
 
 
 def _usage(text: str) -> Exception:
@@ -79,10 +84,10 @@ def _op_prepare(store: Store | None, args: list[str], data: bytes) -> list[str]:
     from syncengine.ops.records import SyncPrepare, parse_jsonl
     from syncengine.store.errors import InvalidInput
 
-    if len(args) != 5:
-        raise _usage("prepare <binding…> <limit>   (one sync_prepare on stdin)")
+    if len(args) not in (4, 5):
+        raise _usage("prepare <binding…> [<limit>]   (one sync_prepare on stdin)")
     key = _binding(args)
-    limit = _limit(args[4], MAX_PREPARE_LIMIT)
+    limit = _limit(args[4], MAX_PREPARE_LIMIT) if len(args) == 5 else DEFAULT_LIMIT
     records = list(parse_jsonl(data))
     if len(records) != 1:
         raise InvalidInput("stdin", "prepare reads exactly one sync_prepare record")
@@ -128,10 +133,10 @@ def _op_apply(store: Store | None, args: list[str], data: bytes) -> list[str]:
 def _op_reprocess(store: Store | None, args: list[str], data: bytes) -> list[str]:
     from syncengine.ops.reprocess import MAX_REPROCESS_LIMIT
 
-    if len(args) not in (5, 6):
-        raise _usage("reprocess <binding…> <limit> [<page-after>]")
+    if len(args) not in (4, 5, 6):
+        raise _usage("reprocess <binding…> [<limit> [<page-after>]]")
     key = _binding(args)
-    limit = _limit(args[4], MAX_REPROCESS_LIMIT)
+    limit = _limit(args[4], MAX_REPROCESS_LIMIT) if len(args) >= 5 else DEFAULT_LIMIT
     page_after = args[5] if len(args) == 6 else None
     assert store is not None
     return _dump(store.sync_reprocess(key, limit, page_after).records())

@@ -4,11 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.store import Store
-from tests.syncengine.driver.contract import BashDriver, PythonDriver
+from tests.syncengine.driver.contract import BashDriver, PythonDriver, make_driver
+
+DOORS = ["python", "command", "bash"]
 
 
-@pytest.fixture(params=["python", "bash"])
+@pytest.fixture(params=DOORS)
 def driver_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -20,19 +21,14 @@ def store_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def driver(driver_kind: str, store_path: Path) -> PythonDriver | BashDriver:
-    """An initialized store with team ``dev`` = {alice, bob, carol} and team
-    ``ops`` = {alice, dave}, reached through the parametrized way in."""
-    with Store(store_path) as store:
-        store.init()
-        store.create_team("dev", ["alice", "bob", "carol"])
-        store.create_team("ops", ["alice", "dave"])
-    if driver_kind == "python":
-        return PythonDriver(store_path)
-    return BashDriver(store_path)
+    """A store that does not exist yet, reached through the parametrized
+    door. No team or agent is ever registered: the storage axis is
+    messages only (driver-interface §2 intro)."""
+    return make_driver(driver_kind, store_path)
 
 
 @pytest.fixture
 def seed(driver: PythonDriver | BashDriver, store_path: Path) -> PythonDriver:
     """Set-up and cross-checks go through the fast Python path, so the
-    parametrized way in exercises only the operation under test."""
+    parametrized door exercises only the operation under test."""
     return PythonDriver(store_path)

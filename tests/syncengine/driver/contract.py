@@ -1,12 +1,13 @@
-"""Two ways into the storage contract, behind one test-facing interface.
+"""Three doors into the storage contract, behind one test-facing interface.
 
 :class:`PythonDriver` calls :class:`syncengine.store.Store` directly;
-:class:`BashDriver` sources ``drivers/storage/syncengine.sh`` in bash and
-calls the ``storage_*`` functions. Both raise :class:`ContractFailure`
+:class:`CommandDriver` runs ``syncengine driver <op>``; :class:`BashDriver`
+sources the installed driver file (``syncengine driver path``) in bash and
+calls the ``storage_*`` functions. All raise :class:`ContractFailure`
 carrying the status name on failure, so the same test case runs through
-either. The bash adapter also asserts the stdout framing of every call
-(driver-interface §1.4, §2.1): control ops end with a status line matching
-the exit code; record ops never print a status word.
+each. The command and bash doors also assert the stdout framing of every
+call (driver-interface §1.4, §2.1): control ops end with a status line
+matching the exit code; record ops never print a status word.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from typing import Any
 
 from syncengine.store import Store, StoreError
 
+from syncengine.cli.driver import driver_file
+
 REPO = Path(__file__).resolve().parents[3]
-DRIVER_FILE = REPO / "drivers" / "storage" / "syncengine.sh"
+DRIVER_FILE = Path(driver_file())
 SYNCENGINE_BIN = REPO / ".venv" / "bin" / "syncengine"
 
 STATUS_BY_CODE = {0: "ok", 10: "missing_deps", 12: "corrupt_state", 13: "runtime_error"}
@@ -98,10 +101,10 @@ class PythonDriver:
     ) -> list[dict[str, object]]:
         return _records(self._call("history", team, agent, limit))
 
-    def export(self, file: Path) -> None:
+    def export(self, file: Path, team: str | None = None) -> None:
         self._call("export", file)
 
-    def import_(self, file: Path) -> None:
+    def import_(self, file: Path, team: str | None = None) -> None:
         self._call("import_file", file)
 
     def compact(self) -> None:
@@ -207,11 +210,40 @@ class BashDriver:
             args += ["--limit", str(limit)]
         return [json.loads(x) for x in self._record("storage_history", *args)]
 
-    def export(self, file: Path) -> None:
-        self._control("storage_export", str(file))
+    def export(self, file: Path, team: str | None = None) -> None:
+        self._control("storage_export", *([team] if team else []), str(file))
 
-    def import_(self, file: Path) -> None:
-        self._control("storage_import", str(file))
+    def import_(self, file: Path, team: str | None = None) -> None:
+        self._control("storage_import", *([team] if team else []), str(file))
 
     def compact(self) -> None:
         self._control("storage_compact")
+
+
+class CommandDriver(BashDriver):
+    """``syncengine driver <op>`` run directly: the same framing checks as
+    the bash door, without bash in between."""
+
+    name = "command"
+
+    def raw(
+        self, function: str, *args: str, last_from_stdin: bytes | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        op = function.removeprefix("storage_")
+        env = dict(os.environ, SYNCENGINE_STORE=str(self.path))
+        return subprocess.run(
+            [self.bin_path, "driver", op, *args],
+            capture_output=True,
+            env=env,
+            timeout=60,
+            input=last_from_stdin if last_from_stdin is not None else b"",
+        )
+
+
+def make_driver(kind: str, path: Path) -> PythonDriver | BashDriver:
+    """The door named ``kind`` onto the store at ``path``."""
+    if kind == "python":
+        return PythonDriver(path)
+    if kind == "command":
+        return CommandDriver(path)
+    return BashDriver(path)

@@ -57,9 +57,9 @@ def test_every_control_op_ends_with_a_status_line_matching_its_exit_code(
 
 
 def test_record_ops_print_data_only_and_fail_by_exit_code(path: Path) -> None:
-    code, lines, err = run("list_unread", "dev", "ghost", path=path)
+    code, lines, err = run("list_unread", "dev", "gh:ost", path=path)
     assert (code, lines) == (13, [])
-    assert "ghost" in err
+    assert "agent" in err
     code, lines, _ = run("send", "dev", "alice", "bob", path=path, stdin="héllo".encode())
     assert code == 0 and len(lines) == 1
     code, lines, _ = run("list_unread", "dev", "bob", path=path)

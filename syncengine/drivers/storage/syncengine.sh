@@ -1,0 +1,129 @@
+# shellcheck shell=bash
+# syncengine storage driver for agmsg (driver-interface §2, with the §2.8
+# stage1-sync extension).
+#
+# Source this file, then call the storage_* functions. Each one delegates to
+# `syncengine driver <op>`, which owns the store, the framing and the status
+# codes; this file only adapts calling conventions. Message bodies are piped
+# on stdin, never placed on the child's argv. `syncengine driver path` prints
+# where this file is installed.
+#
+# Environment:
+#   SYNCENGINE_BIN    the syncengine executable (default: the one installed
+#                     beside this file, else `syncengine` on PATH)
+#   SYNCENGINE_STORE  the store file (passed through to the command)
+#
+# Only storage_* names are defined (driver-interface §1.2); no set -e/-u here.
+
+storage__syncengine_bin() {
+    # The executable of the installation this file belongs to comes first,
+    # so the file and the code it drives are always the same version.
+    if [ -n "${SYNCENGINE_BIN:-}" ]; then
+        command -v -- "$SYNCENGINE_BIN" 2>/dev/null
+        return $?
+    fi
+    local here="${BASH_SOURCE[0]%/*}" near=""
+    case "$here" in
+        */lib/python*/site-packages/syncengine/drivers/storage)
+            near="${here%/lib/python*}/bin/syncengine" ;;
+        */syncengine/drivers/storage) near="${here%/syncengine/drivers/storage}/.venv/bin/syncengine" ;;
+        */drivers/storage) near="${here%/drivers/storage}/.venv/bin/syncengine" ;;
+    esac
+    if [ -n "$near" ] && [ -x "$near" ]; then
+        printf '%s\n' "$near"
+        return 0
+    fi
+    command -v syncengine 2>/dev/null
+}
+
+storage__syncengine_missing() {
+    # $1: "control" to end with the status line.
+    local here="${BASH_SOURCE[0]%/*}" root="" install='python3 -m pip install syncengine'
+    case "$here" in
+        */syncengine/drivers/storage) root="${here%/syncengine/drivers/storage}" ;;
+        */drivers/storage) root="${here%/drivers/storage}" ;;
+    esac
+    if [ -n "$root" ] && [ -f "$root/scripts/setup.sh" ]; then
+        install="bash '$root/scripts/setup.sh'"
+    fi
+    printf 'AGMSG-DIRECTIVE: {"type":"install_deps","driver":"syncengine","commands":["%s"],"reason":"the syncengine command was not found (install it, or set SYNCENGINE_BIN)"}\n' \
+        "$(printf '%s' "$install" | sed 's/\\/\\\\/g; s/"/\\"/g')"
+    if [ "$1" = control ]; then
+        printf '%s\n' 'missing_deps'
+    fi
+    printf '%s\n' 'syncengine storage driver: syncengine command not found' >&2
+    return 10
+}
+
+storage__syncengine_run() {
+    # $1: control|record|plain, $2: op, rest: op arguments. stdin passes through.
+    local kind="$1" bin
+    shift
+    bin="$(storage__syncengine_bin)" || { storage__syncengine_missing "$kind"; return $?; }
+    "$bin" driver "$@"
+}
+
+storage_check() { storage__syncengine_run control check "$@" </dev/null; }
+
+storage_describe() {
+    local bin
+    if bin="$(storage__syncengine_bin)"; then
+        "$bin" driver describe "$@" </dev/null
+    else
+        printf '%s\n' 'name=syncengine' 'description=syncengine command not found' 'capabilities='
+    fi
+    return 0
+}
+
+storage_init() { storage__syncengine_run control init "$@" </dev/null; }
+
+storage_store_exists() { storage__syncengine_run plain store_exists "$@" </dev/null >/dev/null; }
+
+storage_send() {
+    # storage_send <team> <from> <to> <body>
+    if [ "$#" -ne 4 ]; then
+        printf '%s\n' 'usage: storage_send <team> <from> <to> <body>' >&2
+        return 13
+    fi
+    printf '%s' "$4" | storage__syncengine_run record send "$1" "$2" "$3"
+}
+
+storage_list_unread() { storage__syncengine_run record list_unread "$@" </dev/null; }
+
+storage_mark_read_batch() { storage__syncengine_run control mark_read_batch "$@" </dev/null; }
+
+storage_read_cursor_get() { storage__syncengine_run record read_cursor_get "$@" </dev/null; }
+
+storage_read_cursor_consume() {
+    storage__syncengine_run control read_cursor_consume "$@" </dev/null
+}
+
+storage_watch_tip() { storage__syncengine_run record watch_tip "$@" </dev/null; }
+
+storage_watch_after() { storage__syncengine_run record watch_after "$@" </dev/null; }
+
+storage_history() { storage__syncengine_run record history "$@" </dev/null; }
+
+# storage_export [<team>] <file>, storage_import [<team>] <file>
+storage_export() { storage__syncengine_run control export "$@" </dev/null; }
+
+storage_import() { storage__syncengine_run control import "$@" </dev/null; }
+
+storage_compact() { storage__syncengine_run control compact "$@" </dev/null; }
+
+# --- stage1-sync (driver-interface §2.8) ---------------------------------------
+# <binding> is <local-team> <server-instance-id> <remote-team-id> <protocol-version>.
+# JSONL on stdin and stdout; exit 0, 2 usage, 10 missing, 11 busy, 12 corrupt
+# state, 13 check failed, 14 unsupported.
+
+# storage_sync_prepare_push <binding> [<limit>]   stdin: one sync_prepare
+storage_sync_prepare_push() { storage__syncengine_run sync prepare "$@"; }
+
+# storage_sync_reconcile_push <binding>   stdin: sync_push_ack records
+storage_sync_reconcile_push() { storage__syncengine_run sync reconcile "$@"; }
+
+# storage_sync_apply_pull <binding>   stdin: sync_pull_message records, one sync_pull_cursor
+storage_sync_apply_pull() { storage__syncengine_run sync apply "$@"; }
+
+# storage_sync_reprocess <binding> [<limit> [<page-after>]]
+storage_sync_reprocess() { storage__syncengine_run sync reprocess "$@" </dev/null; }
