@@ -18,9 +18,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from syncengine.store import Store, StoreError
-
 from syncengine.cli.driver import driver_file
+from syncengine.store import Store, StoreError
 
 REPO = Path(__file__).resolve().parents[3]
 DRIVER_FILE = Path(driver_file())

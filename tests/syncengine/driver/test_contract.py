@@ -168,7 +168,6 @@ def test_history_for_an_agent_covers_sent_and_received_only(
 def test_export_then_import_into_a_fresh_store_reproduces_every_read(
     driver: Driver, seed: PythonDriver, driver_kind: str, tmp_path: Path
 ) -> None:
-    from syncengine.store import Store
 
     m1 = seed.send("dev", "alice", "bob", "first")
     seed.send("dev", "bob", "alice", "second")

@@ -111,7 +111,7 @@ def test_a_repeated_prepare_prints_byte_identical_output(path: Path) -> None:
         ("prepare", ["1001"]),
         ("prepare", ["ten"]),
         ("reconcile", ["extra"]),
-        ("reprocess", []),
+        ("reprocess", ["0"]),
         ("reprocess", ["10", "1:x", "more"]),
     ],
 )

@@ -191,9 +191,7 @@ def test_a_read_of_an_id_this_store_never_held_is_kept_and_exported(
 def test_an_export_of_the_bundled_drivers_shapes_reimports_to_the_same_bytes(
     store: Store, tmp_path: Path
 ) -> None:
-    source = b"".join(
-        json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in (SENT, READ)
-    )
+    source = b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in (SENT, READ))
     store.import_bytes(source)
     out = tmp_path / "e.jsonl"
     store.export(out)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncengine.store import InvalidInput, Store, UnknownMessage
+from syncengine.store import InvalidInput, Store
 
 AGENTS = ("alice", "bob", "carol")
 
