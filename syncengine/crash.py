@@ -67,6 +67,9 @@ ENGINE_CRASH_POINTS: tuple[str, ...] = (
     # the outcome of push/pull/sync/reprocess recorded in engine_status.
     "engine.record.before_commit",
     "engine.record.after_commit",
+    # the relay's roster adopted after a pull (GET /v1/members).
+    "engine.roster.before_commit",
+    "engine.roster.after_commit",
     # ``security set``: one security-history append.
     "engine.security.before_commit",
     "engine.security.after_commit",

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 from urllib.parse import quote
 
 import httpx
@@ -54,10 +54,10 @@ from syncengine.http.client import ClientConfig, RelayClient
 from syncengine.http.connect import connect as http_connect
 from syncengine.http.credentials import Secret, load_credential, save_credential
 from syncengine.ops.bindings import BindingKey
-from syncengine.store import Store
+from syncengine.store import Store, teams
 from syncengine.store.connection import read_transaction, write_transaction
 from syncengine.store.errors import InvalidInput
-from syncengine.store.names import check_local_team
+from syncengine.store.names import check_local_agent, check_local_team
 from wire.errors import WireError
 from wire.scalars import format_timestamp
 
@@ -251,8 +251,9 @@ def connect_store(
         crash_point("engine.connect.credential_written")
         now = format_timestamp(datetime.now(UTC))
         try:
+            roster = fetch_roster(result, transport, client_config, sleep, clock)
             with write_transaction(store.conn, store.path, "engine.connect") as conn:
-                st.insert_connection(
+                binding = st.insert_connection(
                     conn,
                     key,
                     endpoint=result.endpoint,
@@ -265,6 +266,10 @@ def connect_store(
                     mode=security,
                     now=now,
                 )
+                # The roster comes from the relay, never from message names
+                # (driver-interface §2 intro): a second machine's `send` of
+                # a roster member needs no `team add-member`.
+                teams.adopt_roster(conn, binding.team_pk, roster, now)
         except BaseException as exc:
             with contextlib.suppress(OSError):
                 cred_path.unlink()
@@ -273,7 +278,7 @@ def connect_store(
             if isinstance(exc, AlreadyConnected):
                 raise
             raise ConnectFailed(
-                f"could not record the connection in the store: {exc}{note}"
+                f"could not complete the connection (roster or store): {exc}{note}"
             ) from exc
         return Connected(
             key=key,
@@ -331,6 +336,47 @@ def _refuse_if_connected(store: Store, team: str) -> None:
         except NotConnected:
             return
     raise AlreadyConnected(f"team {team!r} is already connected to a relay")
+
+
+def fetch_roster(
+    result: object,
+    transport: httpx.BaseTransport | None,
+    config: ClientConfig | None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[tuple[str, str]]:
+    """The team's roster from an authenticated ``GET /v1/members`` with the
+    credential just issued: ``(member_id, name)`` pairs. A name the local
+    rules cannot hold (a ``:`` in it) can never be on a local message, so it
+    is left out with a warning rather than failing the connection."""
+    from syncengine.http.client import RelayBinding
+    from syncengine.http.connect import ConnectResult
+
+    assert isinstance(result, ConnectResult)
+    with RelayClient(
+        result.endpoint,
+        binding=RelayBinding(result.server_instance_id, result.team_id),
+        credential=result.credential,
+        config=config,
+        transport=transport,
+        sleep=sleep,
+        clock=clock,
+    ) as client:
+        document = client.members()
+    return roster_pairs(document)
+
+
+def roster_pairs(document: Any) -> list[tuple[str, str]]:
+    """``(member_id, name)`` of every member a local store can hold."""
+    pairs: list[tuple[str, str]] = []
+    for member in document.members:
+        try:
+            check_local_agent(member.name, "member")
+        except InvalidInput:
+            _log.warning("relay member %s has a name no local agent can use", member.member_id)
+            continue
+        pairs.append((member.member_id, member.name))
+    return pairs
 
 
 def _revoke_quietly(

@@ -355,9 +355,28 @@ class Engine:
             return drain_push(self._context(), limit)
 
     def pull(self, page_limit: int = PULL_PAGE_LIMIT) -> PullReport:
-        """Pull and apply every page until the relay has nothing more."""
+        """Pull and apply every page until the relay has nothing more, then
+        take the relay's roster."""
         with self._recorded(pulled=True):
-            return pull_all(self._context(), page_limit)
+            report = pull_all(self._context(), page_limit)
+            self.refresh_roster()
+            return report
+
+    def refresh_roster(self) -> int:
+        """Adopt the relay's authenticated roster (``GET /v1/members``) as the
+        team's roster, in one transaction; returns how many rows changed.
+        Members never come from message names (driver-interface §2 intro)."""
+        from syncengine.engine.connect import roster_pairs
+        from syncengine.store import teams
+
+        roster = roster_pairs(self.client.members())
+        team = self.connection.local_team
+        now = _now()
+
+        def adopt(conn: Any) -> int:
+            return teams.adopt_roster(conn, teams.team_pk(conn, team), roster, now)
+
+        return self._write("engine.roster", adopt)
 
     def sync(
         self, push_limit: int = STEADY_PUSH_LIMIT, page_limit: int = PULL_PAGE_LIMIT
@@ -376,6 +395,7 @@ class Engine:
                     raise
                 push_error = exc
             pulled = pull_all(ctx, page_limit)
+            self.refresh_roster()
             if push_error is not None:
                 raise push_error
             return SyncReport(pushed, pulled)

@@ -39,7 +39,8 @@ def connect_fake(
 
 @pytest.fixture
 def make_engine(tmp_path: Path, relay: FakeRelay) -> Iterator[Callable[..., Engine]]:
-    """A connected store (team ``crew``, members alice and bob) and its engine."""
+    """A connected store (team ``crew``; its members alice and bob come from
+    the relay's roster at connect) and its engine."""
     engines: list[Engine] = []
 
     def make(name: str = "a", *, connect: bool = True, **kw: Any) -> Engine:
@@ -48,10 +49,6 @@ def make_engine(tmp_path: Path, relay: FakeRelay) -> Iterator[Callable[..., Engi
         store = directory / "store.db"
         if connect:
             connect_fake(relay, store, **kw)
-            from syncengine.store import Store
-
-            with Store(store) as s:
-                s.add_members("crew", ["alice", "bob"])
         engine = Engine(
             store, transport=relay.transport(), client_config=FAST, sleep=lambda s: None
         )

@@ -22,6 +22,7 @@ from wire.envelope import Envelope
 from wire.http_v1.binding import ResponseBinding
 from wire.http_v1.capabilities import Capabilities, PolicyEntry
 from wire.http_v1.errors import ErrorResponse
+from wire.http_v1.members import Member, MembersDocument
 from wire.http_v1.messages import (
     Disposition,
     MessageBatch,
@@ -78,6 +79,10 @@ class FakeRelay:
     injected: list[tuple[str, str, Callable[[], httpx.Response]]] = field(default_factory=list)
     credential_id: str = field(default_factory=new_uuid7)
     revoked: bool = False
+    #: The team's roster as ``GET /v1/members`` serves it: (member_id, name).
+    roster: list[tuple[str, str]] = field(
+        default_factory=lambda: sorted([(new_uuid7(), "alice"), (new_uuid7(), "bob")])
+    )
 
     # -- test controls -----------------------------------------------------------
 
@@ -189,6 +194,9 @@ class FakeRelay:
             )
         if path == "/v1/capabilities":
             return reply(self.capabilities().to_obj())
+        if path == "/v1/members":
+            members = tuple(Member(mid, name) for mid, name in sorted(self.roster))
+            return reply(MembersDocument(self.binding(), len(self.roster), members).to_obj())
         if path == "/v1/messages" and request.method == "POST":
             return self.post(request)
         if path == "/v1/messages":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,38 @@ def test_a_malformed_token_is_refused_without_echoing_it() -> None:
     with pytest.raises(ConfigurationError) as caught:
         read_token("-", io.BytesIO(b"has space secretvalue\n"))
     assert "secretvalue" not in str(caught.value)
+
+
+def _roster(store: Path) -> set[tuple[str, str]]:
+    with Store(store) as s:
+        return {(m.member_id, m.name) for m in s.team("crew").members}
+
+
+def test_connect_takes_the_roster_and_its_member_ids_from_the_relay(
+    make_engine: Callable[..., Engine], relay: FakeRelay, tmp_path: Path
+) -> None:
+    make_engine("b")
+    assert _roster(tmp_path / "b" / "store.db") == set(relay.roster)
+    with Store(tmp_path / "b" / "store.db") as s:
+        s.send("crew", "alice", "bob", "a second machine sends with no add-member")
+
+
+def test_pulled_message_names_never_join_the_roster_and_a_later_sync_adopts_new_members(
+    make_engine: Callable[..., Engine], relay: FakeRelay, tmp_path: Path
+) -> None:
+    from syncengine.ids import new_uuid7
+    from syncengine.ops.bindings import BindingKey
+    from tests.syncengine.ops.helpers import foreign_envelope
+
+    engine = make_engine("b")
+    key = BindingKey("crew", relay.server_instance_id, relay.team_id)
+    wire, envelope = foreign_envelope(key, "from a stranger", "zed", "alice")
+    relay.add_foreign(envelope, wire)
+    carol = (new_uuid7(), "carol")
+    relay.roster.append(carol)
+    engine.sync()
+    store = tmp_path / "b" / "store.db"
+    assert _roster(store) == set(relay.roster)
+    assert "zed" not in {name for _, name in _roster(store)}
+    with Store(store) as s:
+        assert [m.sender for m in s.list_unread("crew", "alice")] == ["zed"]

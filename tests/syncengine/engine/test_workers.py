@@ -402,8 +402,6 @@ def engines(tmp_path: Path, relay: FakeRelay) -> Iterator[Callable[..., Engine]]
         directory.mkdir()
         store = directory / "store.db"
         connect_fake(relay, store, **kw)
-        with Store(store) as s:
-            s.add_members("crew", ["alice", "bob"])
         engine = Engine(
             store,
             transport=relay.transport(),
