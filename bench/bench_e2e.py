@@ -211,8 +211,6 @@ def connect_pair(root: Path, endpoint: str, db: Path, profile: Profile) -> tuple
         mode = "e2ee-required" if epoch else "plaintext-allowed"
         store = directory / "store.db"
         connect_store(store, endpoint=endpoint, token=token, team=TEAM, mode=mode, **keys)
-        with Store(store) as s:
-            s.add_members(TEAM, ["alice", "bob"])
         stores.append(store)
     return stores[0], stores[1]
 

@@ -32,8 +32,7 @@ import pytest
 
 from syncengine.crash import CRASH_EXIT_CODE, ENGINE_CRASH_POINTS
 from syncengine.engine.connect import default_credential_path
-from syncengine.store import Store
-from tests.e2e.conftest import MEMBERS, LeanTeam, Machine, exactly_once, run_cli
+from tests.e2e.conftest import LeanTeam, Machine, exactly_once, run_cli
 from tests.relay.live import LiveRelay, running_relay
 
 CONNECT = ("engine.connect.credential_written", "engine.connect.before_commit")
@@ -51,7 +50,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
 def test_every_engine_point_is_exercised_here() -> None:
     engine_points = set(ENGINE_CRASH_POINTS)
     covered = {*CONNECT, "engine.connect.after_commit"}
-    covered |= {f"engine.{t}.{w}_commit" for t in ("record", "security", "identity")
+    covered |= {f"engine.{t}.{w}_commit" for t in ("record", "roster", "security", "identity")
                 for w in ("before", "after")}  # fmt: skip
     assert engine_points == covered
 
@@ -77,8 +76,6 @@ def _connect_cli(team: LeanTeam, machine: Machine, point: str | None = None) -> 
 def _connect(team: LeanTeam, machine: Machine) -> dict[str, object]:
     result = _connect_cli(team, machine)
     assert result.returncode == 0, result.stderr
-    with Store(machine.store) as store:
-        store.add_members("crew", list(MEMBERS))
     obj: dict[str, object] = json.loads(result.stdout)
     return obj
 
@@ -136,8 +133,6 @@ def test_connect_killed_after_commit_is_connected(live: LiveRelay, tmp_path: Pat
     (tmp_path / "a").mkdir()
     a = Machine("a", tmp_path / "a" / "store.db")
     _crash_connect(team, a, "engine.connect.after_commit")
-    with Store(a.store) as store:
-        store.add_members("crew", list(MEMBERS))
     status = _status(a)
     assert status["security"]["mode"] == "plaintext-allowed"  # type: ignore[index]
     assert Path(str(status["credential_file"])).is_file()
@@ -167,6 +162,18 @@ def test_sync_killed_recording_its_outcome(live: LiveRelay, tmp_path: Path, when
     recorded = _rows(a, "SELECT last_success_at FROM engine_status")
     # connect wrote the row with no success; only the commit records one.
     assert (recorded[0][0] is None) == (when == "before")
+    _converges(a, b)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_sync_killed_adopting_the_relays_roster(live: LiveRelay, tmp_path: Path, when: str) -> None:
+    a, b = _pair(live, tmp_path)
+    before = _rows(a, "SELECT member_id, name, roster FROM members ORDER BY name")
+    crashed = run_cli(a, "sync", env={"SYNCENGINE_CRASH_AT": f"engine.roster.{when}_commit"})
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    # connect adopted the same roster, so either side of the commit holds it
+    assert _rows(a, "SELECT member_id, name, roster FROM members ORDER BY name") == before
+    assert _rows(a, "PRAGMA integrity_check") == [("ok",)]
     _converges(a, b)
 
 

@@ -99,8 +99,6 @@ class LeanTeam:
             machine.store, endpoint=self.endpoint, token=self.token(), team="crew", mode=mode,
             **epoch,
         )  # fmt: skip
-        with Store(machine.store) as store:
-            store.add_members("crew", list(MEMBERS))
         return machine
 
     def age_machines(self, *names: str) -> list[Machine]:

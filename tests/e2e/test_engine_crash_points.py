@@ -44,6 +44,8 @@ REACHED_BY: dict[str, str | None] = {
     "engine.connect.after_commit": None,
     "engine.record.before_commit": "sync",
     "engine.record.after_commit": "sync",
+    "engine.roster.before_commit": "sync",
+    "engine.roster.after_commit": "sync",
     "engine.security.before_commit": None,
     "engine.security.after_commit": None,
     "engine.identity.before_commit": None,
