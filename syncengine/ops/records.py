@@ -354,7 +354,9 @@ class RosterProjection:
 
     @classmethod
     def from_obj(cls, value: Any, where: str) -> RosterProjection:
-        obj = _wrap(expect_object, value, where)
+        if not isinstance(value, dict):
+            raise _bad(where, "must be a JSON object")
+        obj: dict[str, Any] = value
         kind = obj.get("kind")
         if kind not in ROSTER_KINDS:
             raise _bad(

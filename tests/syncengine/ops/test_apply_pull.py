@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from syncengine.ids import new_uuid4, new_uuid7
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import SyncPullCursor, SyncPullMessage, SyncPushCandidate
 from syncengine.store import InvalidInput, Store
@@ -336,3 +337,48 @@ def _relay_of(wire: str, env: Envelope) -> FakeRelay:
     relay = FakeRelay()
     relay.post(wire, env)
     return relay
+
+
+def _roster_record(key: BindingKey, seq: int) -> dict[str, Any]:
+    """A roster control record as a host's engine projects it (no body)."""
+    from wire import jcs
+    from wire.envelope import Envelope as Env
+
+    projection = {
+        "kind": "member_joined",
+        "mutation_id": new_uuid7(),
+        "member_id": new_uuid7(),
+        "name": "carol",
+        "occurred_at": "2026-08-01T10:00:00.000000Z",
+    }
+    envelope = Env.from_blob_bytes("none", None, jcs.canonicalize(projection))
+    return {
+        "type": "sync_pull_message",
+        "server_seq": str(seq),
+        "id": new_uuid4(),
+        "server_received_at": "2026-08-01T10:00:00.123456Z",
+        "envelope": envelope.to_obj(),
+        "status": "importable",
+        "policy_revision": "0",
+        "local_security_revision": "0",
+        "projection": projection,
+    }
+
+
+def test_a_roster_control_record_is_imported_without_a_chat_message(
+    store: Store, key: BindingKey
+) -> None:
+    record = SyncPullMessage.from_obj(_roster_record(key, 1))
+    result = store.sync_apply_pull(key, [record], SyncPullCursor(1))
+    assert [o.status for o in result.outcomes] == ["imported"]
+    assert store.history("dev") == []
+    again = store.sync_apply_pull(key, [record], SyncPullCursor(1))
+    assert [o.status for o in again.outcomes] == ["reconciled"]
+    assert store.history("dev") == []
+
+
+def test_a_projection_with_neither_body_nor_a_roster_kind_is_refused(key: BindingKey) -> None:
+    record = _roster_record(key, 1)
+    record["projection"]["kind"] = "team_dissolved"
+    with pytest.raises(InvalidInput, match="roster record"):
+        SyncPullMessage.from_obj(record)
