@@ -76,10 +76,14 @@ def test_importing_never_marks_anything_read(store: Store, key: BindingKey) -> N
     assert table(store.conn, "SELECT count(*) FROM message_reads") == [(0,)]
 
 
-def test_an_unknown_sender_name_joins_the_local_registry(store: Store, key: BindingKey) -> None:
+def test_a_pulled_sender_name_is_stored_but_never_joins_the_roster(
+    store: Store, key: BindingKey
+) -> None:
     wire, env = foreign_envelope(key, "hi", "zed", "alice")
     _apply(store, key, [pull_record(1, wire, env)], 1)
-    assert "zed" in [m.name for m in store.team("dev").members]
+    assert [m.name for m in store.team("dev").members] == ["alice", "bob"]
+    assert [(m.sender, m.body) for m in store.list_unread("dev", "alice")] == [("zed", "hi")]
+    assert [m.body for m in store.history("dev", "zed")] == ["hi"]
 
 
 def test_every_unchanged_envelope_is_quarantined_keyed_by_wire_id(
