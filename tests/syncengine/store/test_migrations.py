@@ -98,3 +98,26 @@ def test_connections_use_wal_full_sync_and_foreign_keys(tmp_path: Path) -> None:
                 "INSERT INTO members (team_pk, member_id, name, created_at)"
                 " VALUES (999, 'x', 'y', 'z')"
             )
+
+
+def test_migration_5_keeps_every_read_and_registers_every_existing_name(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    conn = _raw(path)
+    mig.migrate(conn, path, target=4)
+    conn.execute(
+        "INSERT INTO teams (team_pk, team_id, name, created_at) VALUES (1, 't', 'dev', 'x');"
+        "INSERT INTO members (member_pk, team_pk, member_id, name, created_at)"
+        " VALUES (1, 1, 'm1', 'alice', 'x'), (2, 1, 'm2', 'bob', 'x');"
+        "INSERT INTO messages (seq, id, team_pk, sender_pk, recipient_pk, body, at, origin)"
+        " VALUES (1, 'a', 1, 1, 2, 'read one', '2026-05-30T19:00:00Z', 'local'),"
+        " (2, 'b', 1, 1, 2, 'unread one', '2026-05-30T19:00:01Z', 'local');"
+        "INSERT INTO message_reads (id, msg_seq, reader_pk, at, log_position)"
+        " VALUES ('r1', 1, 2, '2026-05-30T19:05:00Z', 2);"
+    )
+    conn.close()
+    with Store(path) as store:
+        assert [m.id for m in store.list_unread("dev", "bob")] == ["b"]
+        assert [m.name for m in store.team("dev").members] == ["alice", "bob"]
+        out = tmp_path / "e.jsonl"
+        store.export(out)
+    assert '"msg_id":"a"' in out.read_text().splitlines()[-1]
