@@ -1,6 +1,9 @@
 """The :class:`Store` facade: one object per store file, one transaction per
 state transition (specs/store.md §3).
 
+The export/import module is imported only by the operations that use it:
+each bash-driver call is a process start, so a send pays for what it runs.
+
 Every mutating method runs in exactly one ``BEGIN IMMEDIATE`` transaction,
 so a crash leaves it wholly applied or wholly absent; every multi-statement
 read runs in one snapshot.
@@ -21,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from syncengine.store import event_log, messages, read_state, teams
+from syncengine.store import messages, read_state, teams
 from syncengine.store.connection import (
     DEFAULT_BUSY_TIMEOUT_MS,
     open_connection,
@@ -284,6 +287,8 @@ class Store:
     def export(self, destination: str | os.PathLike[str]) -> int:
         """Write the event log to ``destination`` (an empty log when there
         is no store yet: nothing is created)."""
+        from syncengine.store import event_log
+
         conn = self._read_conn()
         if conn is None:
             return event_log.export_events(None, Path(destination))
@@ -299,12 +304,16 @@ class Store:
         return self.import_bytes(data, str(source))
 
     def import_bytes(self, data: bytes, source: str = "input") -> tuple[int, int]:
+        from syncengine.store import event_log
+
         with write_transaction(self._write_conn(), self.path, "store.import") as conn:
             return event_log.import_events(conn, data, source, _now())
 
     def compact(self) -> int:
         """Coalesce redundant read markers; returns the number removed (none,
         and nothing created, when there is no store yet)."""
+        from syncengine.store import event_log
+
         conn = self._read_conn()
         if conn is None:
             return 0
