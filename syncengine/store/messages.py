@@ -13,8 +13,7 @@ These functions run inside a transaction the caller opened.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from syncengine.ids import new_uuid7s
 from syncengine.store.errors import InvalidInput
@@ -46,8 +45,7 @@ _SELECT = """
 """
 
 
-@dataclass(frozen=True, slots=True)
-class OutgoingMessage:
+class OutgoingMessage(NamedTuple):
     """One message to append: names as the caller gave them."""
 
     team: str

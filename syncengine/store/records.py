@@ -1,6 +1,9 @@
 """Records the store returns, and their event-log schema v1 JSON form.
 
-Field names and order follow driver-interface §2.3. ``origin`` is an
+Field names and order follow driver-interface §2.3. The records are
+``NamedTuple`` values rather than dataclasses: every bash-driver call is a
+process start, and ``dataclasses`` costs its import of ``inspect`` (about
+10 ms) on a path that otherwise needs neither. ``origin`` is an
 optional forward-compatible extension (v1 readers ignore unknown fields): it
 is written only for messages that did not originate on a local send, so the
 common record is exactly the specified shape.
@@ -9,7 +12,7 @@ common record is exactly the specified shape.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = [
     "Member",
@@ -29,10 +32,8 @@ def dump_record(record: dict[str, object]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
-@dataclass(slots=True)
-class MessageSent:
-    """A stored message. Not frozen: construction cost matters on batched
-    sends and large reads; treat instances as values all the same."""
+class MessageSent(NamedTuple):
+    """A stored message (a value: cheap to build on batched sends and reads)."""
 
     id: str
     team: str
@@ -57,8 +58,7 @@ class MessageSent:
         return record
 
 
-@dataclass(frozen=True, slots=True)
-class MessageRead:
+class MessageRead(NamedTuple):
     id: str
     msg_id: str
     team: str
@@ -76,22 +76,19 @@ class MessageRead:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class WatchResult:
+class WatchResult(NamedTuple):
     """``watch_after`` output: matching messages plus the resume cursor."""
 
     messages: tuple[MessageSent, ...]
     cursor: str
 
 
-@dataclass(frozen=True, slots=True)
-class Member:
+class Member(NamedTuple):
     member_id: str
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class Team:
+class Team(NamedTuple):
     team_id: str
     name: str
     members: tuple[Member, ...]
