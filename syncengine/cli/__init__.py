@@ -9,10 +9,13 @@ commands import them all. A handler returns the process exit code.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 # Command name -> module registering it, in the order their help appears.
 COMMANDS: dict[str, str] = {
@@ -38,6 +41,8 @@ COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 
 
 def build_parser(modules: Iterable[str] = COMMAND_MODULES) -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="syncengine",
         description="Encrypted, crash-safe sync for local-first agent message stores.",
@@ -59,6 +64,14 @@ def _modules_for(argv: Sequence[str]) -> tuple[str, ...]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] == "driver":
+        # A host's bash driver starts one process per storage call: the
+        # driver's plain argv skips building an argparse parser at all.
+        from syncengine.cli.driver import run_plain_argv
+
+        plain = run_plain_argv(args_list[1:])
+        if plain is not None:
+            return plain
     parser = build_parser(_modules_for(args_list))
     args = parser.parse_args(args_list)
     code: int = args.handler(args)

@@ -25,15 +25,25 @@ an op runs, so ``--help`` stays fast.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import argparse
+
     from syncengine.store import Store
 
-__all__ = ["CONTROL_OPS", "OPS", "RECORD_OPS", "SYNC_OPS", "register", "run_op"]
+__all__ = [
+    "CONTROL_OPS",
+    "OPS",
+    "RECORD_OPS",
+    "SYNC_OPS",
+    "driver_file",
+    "register",
+    "run_op",
+    "run_plain_argv",
+]
 
 CONTROL_OPS = frozenset(
     {"check", "init", "mark_read_batch", "read_cursor_consume", "compact", "export", "import"}
@@ -66,8 +76,29 @@ def register(subparsers: Any) -> None:
         help="store file (default: SYNCENGINE_STORE or $XDG_STATE_HOME/syncengine/store.db)",
     )
     parser.add_argument("op", choices=OPS, metavar="OP", help="one of: " + ", ".join(OPS))
+    import argparse
+
     parser.add_argument("args", nargs=argparse.REMAINDER, help="operation arguments")
     parser.set_defaults(handler=_handle)
+
+
+def run_plain_argv(argv: list[str]) -> int | None:
+    """``driver [--store PATH] OP ARGS…`` without argparse (the same grammar
+    as :func:`register`'s parser: options before OP, everything after it
+    belongs to the op). ``None`` hands anything else — help, a missing or
+    unknown op — to the full parser and its messages."""
+    store: str | None = None
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] == "--store" and i + 1 < len(argv):
+            store, i = argv[i + 1], i + 2
+        elif argv[i].startswith("--store="):
+            store, i = argv[i].removeprefix("--store="), i + 1
+        else:
+            return None
+    if i >= len(argv) or argv[i] not in OPS:
+        return None
+    return run_op(argv[i], argv[i + 1 :], store_path=store)
 
 
 def _handle(args: argparse.Namespace) -> int:

@@ -126,3 +126,25 @@ def test_bash_driver_defines_only_storage_prefixed_functions() -> None:
         env={"PATH": os.environ["PATH"]},
     ).stdout.split()
     assert names and all(name.startswith("storage_") for name in names)
+
+
+def test_a_driver_call_parses_its_argv_without_loading_argparse(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    probe = (
+        "import sys\nfrom syncengine.cli import main\n"
+        f"code = main(['driver', '--store', {str(store)!r}, 'init'])\n"
+        "code += main(['driver', '--store=' + " + repr(str(store)) + ", 'store_exists'])\n"
+        "assert 'argparse' not in sys.modules, 'argparse was imported'\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr
+
+
+def test_driver_help_and_unknown_ops_still_get_the_full_parser() -> None:
+    from syncengine.cli.driver import run_plain_argv
+
+    assert run_plain_argv(["--help"]) is None
+    assert run_plain_argv(["bogus"]) is None
+    assert run_plain_argv([]) is None
+    assert run_plain_argv(["--store"]) is None
