@@ -33,10 +33,10 @@ from typing import Any, NamedTuple
 
 from syncengine.store.errors import Conflict, InvalidInput
 from syncengine.store.messages import check_body, log_tip
-from syncengine.store.names import check_local_agent, check_local_team, check_message_id
+from syncengine.store.names import check_message_id
 from syncengine.store.read_state import advance_frontier
 from syncengine.store.records import ORIGIN_IMPORTED, ORIGIN_LOCAL, dump_record
-from syncengine.store.teams import intern_member, intern_team
+from syncengine.store.teams import NameCache, intern_pair
 from wire.errors import WireError
 from wire.scalars import check_timestamp
 
@@ -261,22 +261,18 @@ def link_dangling_reads(conn: Any, imported: Sequence[tuple[int, str, int]]) -> 
     return readers
 
 
-#: (team, agent) → (team_pk, member_pk), valid within one transaction.
-NameCache = dict[tuple[str, str], tuple[int, int]]
-
-
 def _resolve_names(
     conn: Any, team: str, agent: str, where: str, agent_key: str, cache: NameCache, now: str
 ) -> tuple[int, int]:
-    """Check both names and intern them (first use records them)."""
-    keys = cache.get((team, agent))
-    if keys is not None:
-        return keys
-    check_local_team(team, f"{where}.team")
-    check_local_agent(agent, f"{where}.{agent_key}")
-    tkey = intern_team(conn, team, now)
-    keys = cache[team, agent] = tkey, intern_member(conn, tkey, agent, now)
-    return keys
+    return intern_pair(
+        conn,
+        team,
+        agent,
+        now,
+        cache,
+        team_field=f"{where}.team",
+        agent_field=f"{where}.{agent_key}",
+    )
 
 
 _INSERT_SENT = (

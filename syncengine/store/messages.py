@@ -19,7 +19,7 @@ from syncengine.ids import new_uuid7s
 from syncengine.store.errors import InvalidInput
 from syncengine.store.names import check_cursor_token, check_local_agent, check_local_team
 from syncengine.store.records import ORIGIN_LOCAL, MessageSent
-from syncengine.store.teams import find_member, find_team, intern_member, intern_team
+from syncengine.store.teams import NameCache, find_pair, find_team, intern_pair
 from wire.limits import MAX_BODY_BYTES
 
 __all__ = [
@@ -98,24 +98,14 @@ def insert_messages(conn: Any, outgoing: Iterable[OutgoingMessage], now: str) ->
     Validation completes before the first insert, so bad input anywhere in a
     batch stores nothing even before the enclosing transaction rolls back.
     """
-    members: dict[tuple[str, str], tuple[int, int]] = {}
-    teams: dict[str, int] = {}
     # Names are interned on first use, in this transaction: the host never
     # registers teams or agents with its storage driver (§2 intro).
+    cache: NameCache = {}
     rows: list[tuple[str, int, int, int, str, str, str]] = []
     sent: list[MessageSent] = []
 
     def resolve(team: str, agent: str, field: str) -> tuple[int, int]:
-        key = (team, agent)
-        found = members.get(key)
-        if found is None:
-            tkey = teams.get(team)
-            if tkey is None:
-                check_local_team(team, "team")
-                tkey = teams[team] = intern_team(conn, team, now)
-            check_local_agent(agent, field)
-            found = members[key] = (tkey, intern_member(conn, tkey, agent, now))
-        return found
+        return intern_pair(conn, team, agent, now, cache, agent_field=field)
 
     items = list(outgoing)
     for message, message_id in zip(items, new_uuid7s(len(items)), strict=True):
@@ -160,8 +150,7 @@ def list_unread(conn: Any, team: str, agent: str, limit: int | None) -> list[Mes
     check_local_team(team, "team")
     check_local_agent(agent, "agent")
     sql_limit = check_limit(limit)
-    tkey = find_team(conn, team)
-    reader = None if tkey is None else find_member(conn, tkey, agent)
+    reader = find_pair(conn, team, agent)
     if reader is None:
         return []  # a name never seen has no messages
     rows = conn.execute(
@@ -192,7 +181,7 @@ def history(conn: Any, team: str, agent: str | None, limit: int | None) -> list[
     if tkey is None:
         return []
     if agent:
-        who = find_member(conn, tkey, agent)
+        who = find_pair(conn, team, agent)
         if who is None:
             return []
         # Two index range scans (sent, received), each newest-first and
@@ -236,8 +225,7 @@ def parse_pairs(conn: Any, pairs: Iterable[str]) -> list[int]:
     (a pair never seen has no messages to deliver)."""
     keys: list[int] = []
     for team, agent in check_pairs(pairs):
-        tkey = find_team(conn, team)
-        key = None if tkey is None else find_member(conn, tkey, agent)
+        key = find_pair(conn, team, agent)
         if key is not None and key not in keys:
             keys.append(key)
     return keys
@@ -263,9 +251,11 @@ def watch_position(token: object, tip: int) -> int:
 
 def watch_after(conn: Any, token: str, pairs: Iterable[str]) -> tuple[list[MessageSent], str]:
     """Every message after ``token`` addressed to a subscribed pair and not
-    already read by its recipient (exactly or under the frontier), in log
-    order, plus the tip the caller can resume from. The tip is read in the
-    same snapshot as the messages, so nothing between them can be skipped."""
+    already read by its recipient, in log order, plus the tip the caller can
+    resume from. (A message under a frontier always carries its exact read,
+    read_state's invariant, so the exact-read test is the whole of "read".)
+    The tip is read in the same snapshot as the messages, so nothing between
+    them can be skipped."""
     keys = parse_pairs(conn, pairs)
     tip = log_tip(conn)
     after = watch_position(token, tip)
@@ -275,8 +265,6 @@ def watch_after(conn: Any, token: str, pairs: Iterable[str]) -> tuple[list[Messa
     rows = conn.execute(
         _SELECT
         + f""" WHERE m.recipient_pk IN ({marks}) AND m.seq > ? AND m.seq <= ?
-          AND m.seq > coalesce(
-                (SELECT local_position FROM read_frontiers WHERE member_pk = m.recipient_pk), 0)
           AND NOT EXISTS (SELECT 1 FROM message_reads AS x
                           WHERE x.reader_pk = m.recipient_pk AND x.msg_seq = m.seq)
           ORDER BY m.seq""",

@@ -35,11 +35,10 @@ from syncengine.store.names import (
     check_local_team,
     check_message_id,
 )
-from syncengine.store.teams import find_member, find_team, intern_member, intern_team
+from syncengine.store.teams import find_pair, intern_pair
 
 __all__ = [
     "advance_frontier",
-    "find_pair",
     "frontier",
     "mark_read",
     "read_cursor_consume",
@@ -53,13 +52,6 @@ def frontier(conn: Any, member: int) -> int:
         "SELECT local_position FROM read_frontiers WHERE member_pk = ?", (member,)
     ).fetchone()
     return 0 if row is None else int(row[0])
-
-
-def _intern_pair(conn: Any, team: str, agent: str, now: str) -> tuple[int, int]:
-    check_local_team(team, "team")
-    check_local_agent(agent, "agent")
-    tkey = intern_team(conn, team, now)
-    return tkey, intern_member(conn, tkey, agent, now)
 
 
 def record_exact_reads(conn: Any, tkey: int, reader: int, message_ids: list[str], now: str) -> int:
@@ -156,25 +148,19 @@ def mark_read(conn: Any, team: str, agent: str, message_ids: list[str], now: str
     """``mark_read_batch``: an empty ID list is a successful no-op, as in the
     bundled driver; otherwise the marks are recorded, then the frontier is
     compacted over the reader's own messages."""
-    check_local_team(team, "team")
-    check_local_agent(agent, "agent")
     if not message_ids:
+        check_local_team(team, "team")
+        check_local_agent(agent, "agent")
         return
-    tkey, reader = _intern_pair(conn, team, agent, now)
+    tkey, reader = intern_pair(conn, team, agent, now)
     record_exact_reads(conn, tkey, reader, message_ids, now)
     advance_frontier(conn, reader, None)
 
 
-def find_pair(conn: Any, team: str, agent: str) -> int | None:
-    """The reader key of a (team, agent) pair this store has seen, or ``None``
-    (a pair never seen has read nothing and has no messages)."""
+def read_cursor_get(conn: Any, team: str, agent: str) -> str:
+    """The pair's frontier; ``0`` for a pair never seen."""
     check_local_team(team, "team")
     check_local_agent(agent, "agent")
-    tkey = find_team(conn, team)
-    return None if tkey is None else find_member(conn, tkey, agent)
-
-
-def read_cursor_get(conn: Any, team: str, agent: str) -> str:
     reader = find_pair(conn, team, agent)
     return "0" if reader is None else str(frontier(conn, reader))
 
@@ -188,11 +174,7 @@ def read_cursor_consume(
     A cursor beyond the tip is bounded by the tip (driver-interface §2.2:
     "ending no later than"): no message exists past it to skip, so the
     frontier can never claim space a later send will occupy."""
-    check_local_team(team, "team")
-    check_local_agent(agent, "agent")
+    tkey, reader = intern_pair(conn, team, agent, now)
     bound = min(check_cursor_token(cursor), log_tip(conn))
-    for message_id in message_ids:
-        check_message_id(message_id, "id")
-    tkey, reader = _intern_pair(conn, team, agent, now)
     record_exact_reads(conn, tkey, reader, message_ids, now)
     return str(advance_frontier(conn, reader, bound))

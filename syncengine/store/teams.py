@@ -30,13 +30,16 @@ from syncengine.store.records import Member, Team
 
 __all__ = [
     "MAX_MEMBERS",
+    "NameCache",
     "add_members",
     "adopt_roster",
     "create_team",
     "find_member",
+    "find_pair",
     "find_team",
     "get_team",
     "intern_member",
+    "intern_pair",
     "intern_team",
     "list_teams",
     "member_pk",
@@ -88,6 +91,43 @@ def intern_team(conn: Any, name: str, now: str) -> int:
         (new_uuid7(), name, now),
     )
     return int(conn.last_insert_rowid())
+
+
+#: (team, agent) → (team_pk, member_pk), valid within one transaction.
+NameCache = dict[tuple[str, str], tuple[int, int]]
+
+
+def intern_pair(
+    conn: Any,
+    team: str,
+    agent: str,
+    now: str,
+    cache: NameCache | None = None,
+    *,
+    team_field: str = "team",
+    agent_field: str = "agent",
+) -> tuple[int, int]:
+    """Check both names and return their keys, recording either on first
+    use: what every storage write does with the names it is given. A
+    ``cache`` spares repeated lookups within one transaction."""
+    if cache is not None:
+        hit = cache.get((team, agent))
+        if hit is not None:
+            return hit
+    check_local_team(team, team_field)
+    check_local_agent(agent, agent_field)
+    tkey = intern_team(conn, team, now)
+    keys = tkey, intern_member(conn, tkey, agent, now)
+    if cache is not None:
+        cache[team, agent] = keys
+    return keys
+
+
+def find_pair(conn: Any, team: str, agent: str) -> int | None:
+    """The member key of a (team, agent) pair this store has seen, or
+    ``None``: a pair never seen has no messages and has read nothing."""
+    tkey = find_team(conn, team)
+    return None if tkey is None else find_member(conn, tkey, agent)
 
 
 def intern_member(conn: Any, team_key: int, agent: str, now: str) -> int:
