@@ -12,8 +12,9 @@ import textwrap
 from pathlib import Path
 
 from syncengine.ids import new_uuid7
+from syncengine.ops.records import SyncPushCandidate
 from tests.syncengine.driver.contract import DRIVER_FILE, REPO, SYNCENGINE_BIN
-from tests.syncengine.ops.helpers import foreign_envelope, new_key, pull_record
+from tests.syncengine.ops.helpers import ack, foreign_envelope, new_key, pull_record
 
 #: The functions each capability obliges the file to define (driver-interface §2.8).
 CAPABILITY_FUNCTIONS = {
@@ -110,14 +111,8 @@ def test_the_sync_extension_round_trips_through_the_sourced_file(tmp_path: Path)
     default_limit = bash(f"storage_sync_prepare_push {binding}", store, stdin=PREPARE)
     assert default_limit.stdout == prepared.stdout, "a re-entrant prepare re-emits the same bytes"
 
-    ack = {
-        "type": "sync_push_ack",
-        "local_position": candidate["local_position"],
-        "id": candidate["id"],
-        "server_seq": "1",
-        "disposition": "stored",
-    }
-    reconciled = bash(f"storage_sync_reconcile_push {binding}", store, json.dumps(ack) + "\n")
+    acked = ack(SyncPushCandidate.from_obj(candidate), 1).to_obj()
+    reconciled = bash(f"storage_sync_reconcile_push {binding}", store, json.dumps(acked) + "\n")
     assert json.loads(reconciled.stdout) == {
         "type": "sync_reconcile_result",
         "push_cursor": candidate["local_position"],

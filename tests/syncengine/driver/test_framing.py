@@ -93,6 +93,8 @@ def test_missing_apsw_emits_an_install_directive_and_missing_deps(
     assert lines[0].startswith("AGMSG-DIRECTIVE: ")
     directive = json.loads(lines[0].removeprefix("AGMSG-DIRECTIVE: "))
     assert directive["type"] == "install_deps" and directive["reason"]
+    # installed into the interpreter that runs syncengine, not some python3
+    assert directive["commands"][0].startswith(sys.executable)
 
 
 def test_bash_check_without_the_command_emits_a_directive_and_missing_deps(path: Path) -> None:

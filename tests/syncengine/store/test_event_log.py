@@ -196,3 +196,11 @@ def test_an_export_of_the_bundled_drivers_shapes_reimports_to_the_same_bytes(
     out = tmp_path / "e.jsonl"
     store.export(out)
     assert out.read_bytes() == source
+
+
+def test_compact_coalesces_repeated_reads_of_an_id_the_store_does_not_hold(store: Store) -> None:
+    first = dict(READ, msg_id="legacy-17")
+    other = dict(READ, id="read-other", msg_id="legacy-18")  # a different ID: kept
+    store.import_bytes(jsonl(first, dict(first, id="read-again"), other))
+    assert store.compact() == 1
+    assert store.compact() == 0

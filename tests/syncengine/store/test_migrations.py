@@ -121,3 +121,27 @@ def test_migration_5_keeps_every_read_and_registers_every_existing_name(tmp_path
         out = tmp_path / "e.jsonl"
         store.export(out)
     assert '"msg_id":"a"' in out.read_text().splitlines()[-1]
+
+
+def test_a_new_store_file_is_private_to_its_owner(tmp_path: Path) -> None:
+    path = tmp_path / "fresh" / "s.db"
+    with Store(path) as store:
+        store.send("dev", "alice", "bob", "a private body")
+    for suffix in ("", "-wal", "-shm"):
+        target = Path(str(path) + suffix)
+        if target.exists():
+            assert target.stat().st_mode & 0o777 == 0o600, suffix
+
+
+def test_a_store_missing_a_table_is_damaged_for_reads_and_check(tmp_path: Path) -> None:
+    from syncengine.store import CorruptStore
+
+    path = tmp_path / "s.db"
+    with Store(path) as store:
+        store.send("dev", "alice", "bob", "x")
+    conn = _raw(path)
+    conn.execute("DROP TABLE read_frontiers")
+    conn.close()
+    for read in (lambda s: s.watch_tip(["dev:bob"]), lambda s: s.check()):
+        with pytest.raises(CorruptStore, match="read_frontiers"), Store(path) as store:
+            read(store)

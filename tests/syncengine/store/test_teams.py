@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -95,3 +96,17 @@ def test_provisioning_document_lists_members_sorted_by_member_id(store: Store) -
     assert [m["member_id"] for m in members] == sorted(m.member_id for m in team.members)
     assert all(set(m) == {"member_id", "name", "registrations"} for m in members)
     assert "members_revision" not in doc
+
+
+def test_team_create_of_a_name_first_seen_on_messages_registers_it_and_keeps_them(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "s.db") as s:
+        sent = s.send("crew", "alice", "bob", "before any registry").id
+        assert s.list_teams() == []  # names on messages are not registrations
+        team = s.create_team("crew", ["bob"])
+        assert [m.name for m in team.members] == ["bob"]
+        assert [m.id for m in s.list_unread("crew", "bob")] == [sent]
+        s.add_members("crew", ["alice"])  # a name seen on messages enrols
+        with pytest.raises(Conflict):
+            s.create_team("crew", [])
