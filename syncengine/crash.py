@@ -49,6 +49,9 @@ STAGE1_CRASH_POINTS: tuple[str, ...] = (
     "apply.commit.after_commit",
     # reprocess: a read snapshot only; the point exists to prove it writes nothing.
     "reprocess.snapshot.after_read",
+    # resync: the accepted retention gap's audit row and the transport cursor.
+    "resync.commit.before_commit",
+    "resync.commit.after_commit",
     # explicit binding management.
     "binding.bind.before_commit",
     "binding.bind.after_commit",
@@ -70,6 +73,9 @@ ENGINE_CRASH_POINTS: tuple[str, ...] = (
     # the relay's roster adopted after a pull (GET /v1/members).
     "engine.roster.before_commit",
     "engine.roster.after_commit",
+    # ``resync``: the resync-required marker cleared after the driver's commit.
+    "engine.resync.before_commit",
+    "engine.resync.after_commit",
     # ``security set``: one security-history append.
     "engine.security.before_commit",
     "engine.security.after_commit",

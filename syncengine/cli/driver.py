@@ -12,7 +12,8 @@ Framing follows the contract exactly:
 * ``describe`` prints ``key=value`` metadata only and always exits 0;
 * ``store_exists`` answers by exit code alone;
 * the Stage-1 sync verbs (``capabilities``, ``prepare``, ``reconcile``,
-  ``apply``, ``reprocess``; specs/sync-stage1.md §7) take the binding on
+  ``apply``, ``reprocess``, ``resync-status``, ``resync``;
+  specs/sync-stage1.md §7) take the binding on
   argv — ``<local-team> <server-instance-id> <remote-team-id>
   <protocol-version>`` — read and write JSONL, print data only and exit
   with the upstream adapter codes (2 usage, 11 busy, 12 corrupt_state,
@@ -51,7 +52,9 @@ CONTROL_OPS = frozenset(
 RECORD_OPS = frozenset(
     {"send", "send_batch", "list_unread", "read_cursor_get", "history", "watch_tip", "watch_after"}
 )
-SYNC_OPS = frozenset({"capabilities", "prepare", "reconcile", "apply", "reprocess"})
+SYNC_OPS = frozenset(
+    {"capabilities", "prepare", "reconcile", "apply", "reprocess", "resync-status", "resync"}
+)
 OPS = sorted(CONTROL_OPS | RECORD_OPS | SYNC_OPS | {"describe", "store_exists", "path"})
 
 #: The bash driver file, shipped inside the package (``syncengine driver path``).

@@ -7,8 +7,11 @@ Verbs and argv follow the agmsg sync adapter (UPSTREAM-RECORDS §1.1)::
     reconcile <binding>                      stdin: sync_push_ack*
     apply     <binding>                      stdin: sync_pull_message* sync_pull_cursor
     reprocess <binding> [<limit> [<page-after>]]
+    resync-status <binding> [<accepted-floor>]
+    resync    <binding>                      stdin: one sync_resync
 
-(``<limit>`` defaults to 100.)
+(``<limit>`` defaults to 100; without ``<accepted-floor>`` the status
+carries ``audit: null``.)
 
 where ``<binding>`` is ``<local-team> <server-instance-id> <remote-team-id>
 <protocol-version>``. Only these non-secret identifiers and limits travel on
@@ -142,14 +145,50 @@ def _op_reprocess(store: Store | None, args: list[str], data: bytes) -> list[str
     return _dump(store.sync_reprocess(key, limit, page_after).records())
 
 
+def _op_resync_status(store: Store | None, args: list[str], data: bytes) -> list[str]:
+    from wire.errors import WireError
+    from wire.scalars import parse_seq
+
+    if len(args) not in (4, 5):
+        raise _usage("resync-status <binding…> [<accepted-floor>]")
+    key = _binding(args)
+    floor = None
+    if len(args) == 5:
+        try:
+            floor = parse_seq(args[4], "accepted-floor")
+        except WireError as exc:
+            raise _usage(f"<accepted-floor> {exc.rule}") from None
+    assert store is not None
+    return _dump([store.sync_resync_status(key, floor).to_obj()])
+
+
+def _op_resync(store: Store | None, args: list[str], data: bytes) -> list[str]:
+    from syncengine.ops.records import parse_jsonl
+    from syncengine.ops.resync import SyncResync
+    from syncengine.store.errors import InvalidInput
+
+    if len(args) != 4:
+        raise _usage("resync <binding…>   (one sync_resync on stdin)")
+    key = _binding(args)
+    records = list(parse_jsonl(data))
+    if len(records) != 1:
+        raise InvalidInput("stdin", "resync reads exactly one sync_resync record")
+    where, value = records[0]
+    request = SyncResync.from_obj(value, where)
+    assert store is not None
+    return _dump([store.sync_resync(key, request).to_obj()])
+
+
 _SYNC: dict[str, Callable[[Any, list[str], bytes], list[str]]] = {
     "capabilities": _op_capabilities,
     "prepare": _op_prepare,
     "reconcile": _op_reconcile,
     "apply": _op_apply,
     "reprocess": _op_reprocess,
+    "resync-status": _op_resync_status,
+    "resync": _op_resync,
 }
-_READS_STDIN = frozenset({"prepare", "reconcile", "apply"})
+_READS_STDIN = frozenset({"prepare", "reconcile", "apply", "resync"})
 
 
 def run_sync_op(

@@ -305,6 +305,47 @@ def _v5_messages_only_axis(conn: Any) -> None:
     )
 
 
+def _v6_resync_audits(conn: Any) -> None:
+    """The immutable audit of operator-accepted retention gaps
+    (retention-gap-resynchronization.md "Driver transaction and audit
+    record"; specs/sync-stage1.md §4.5).
+
+    One row per binding, driver generation and accepted floor: the old
+    cursor and the unavailable inclusive range ``gap_start..gap_end``. The
+    CHECKs encode the sequence arithmetic, so a row that contradicts it can
+    never be stored, and triggers refuse every UPDATE and DELETE: an
+    accepted loss is never rewritten or forgotten.
+    """
+    conn.execute(
+        """
+        CREATE TABLE sync_resync_audits (
+            binding_pk                INTEGER NOT NULL REFERENCES sync_bindings (binding_pk),
+            driver_generation         TEXT NOT NULL,
+            accepted_floor            INTEGER NOT NULL,
+            expected_transport_cursor INTEGER NOT NULL CHECK (expected_transport_cursor >= 0),
+            gap_start                 INTEGER NOT NULL,
+            gap_end                   INTEGER NOT NULL,
+            current_seq               INTEGER NOT NULL,
+            reason                    TEXT NOT NULL CHECK (reason = 'retention-gap-accepted'),
+            accepted_at               TEXT NOT NULL,
+            PRIMARY KEY (binding_pk, driver_generation, accepted_floor),
+            CHECK (expected_transport_cursor < accepted_floor),
+            CHECK (accepted_floor <= current_seq),
+            CHECK (gap_start = expected_transport_cursor + 1),
+            CHECK (gap_end = accepted_floor)
+        ) STRICT, WITHOUT ROWID;
+        CREATE TRIGGER sync_resync_audits_no_update BEFORE UPDATE ON sync_resync_audits
+        BEGIN
+            SELECT RAISE(ABORT, 'resync audit rows are immutable');
+        END;
+        CREATE TRIGGER sync_resync_audits_no_delete BEFORE DELETE ON sync_resync_audits
+        BEGIN
+            SELECT RAISE(ABORT, 'resync audit rows are immutable');
+        END;
+        """
+    )
+
+
 #: Migration ``i`` takes the schema from version ``i`` to ``i + 1``.
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v1_registry,
@@ -312,6 +353,7 @@ MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v3_sync_stage1,
     _v4_engine_state,
     _v5_messages_only_axis,
+    _v6_resync_audits,
 )
 LATEST_VERSION = len(MIGRATIONS)
 
@@ -328,6 +370,7 @@ REQUIRED_TABLES = frozenset(
         "sync_push",
         "sync_quarantine",
         "sync_conflicts",
+        "sync_resync_audits",
         "engine_bindings",
         "engine_security_history",
         "engine_status",

@@ -51,13 +51,15 @@ if TYPE_CHECKING:
         SyncReconcileResult,
     )
     from syncengine.ops.reprocess import ReprocessResult
+    from syncengine.ops.resync import SyncResync, SyncResyncResult, SyncResyncStatus
     from syncengine.ops.status import SyncStatus
 
 __all__ = ["CAPABILITIES", "Store"]
 
 #: Advertised by ``describe`` (driver-interface §2.8): the four Stage-1 sync
-#: operations (specs/sync-stage1.md).
-CAPABILITIES: tuple[str, ...] = ("stage1-sync",)
+#: operations (specs/sync-stage1.md) and the retention-gap resync pair
+#: (specs/sync-stage1.md §4.5).
+CAPABILITIES: tuple[str, ...] = ("stage1-sync", "stage1-resync")
 
 
 def _now() -> str:
@@ -374,6 +376,22 @@ class Store:
         from syncengine.ops.reprocess import reprocess
 
         return reprocess(self.conn, self.path, key, limit, page_after)
+
+    def sync_resync_status(
+        self, key: BindingKey, accepted_floor: int | None = None
+    ) -> SyncResyncStatus:
+        """Read-only: generation, transport cursor and the audit of
+        ``accepted_floor`` (retention-gap-resynchronization.md)."""
+        from syncengine.ops.resync import resync_status
+
+        return resync_status(self.conn, self.path, key, accepted_floor)
+
+    def sync_resync(self, key: BindingKey, request: SyncResync) -> SyncResyncResult:
+        """Accept a retention gap: audit row + transport cursor to the floor,
+        one transaction."""
+        from syncengine.ops.resync import resync
+
+        return resync(self.conn, self.path, key, request, _now())
 
     def sync_status(self, key: BindingKey) -> SyncStatus:
         """Cursors, revision and counts per durable state, from one snapshot."""

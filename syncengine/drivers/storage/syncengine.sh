@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # syncengine storage driver for agmsg (driver-interface §2, with the §2.8
-# stage1-sync extension).
+# stage1-sync and stage1-resync extensions).
 #
 # Source this file, then call the storage_* functions. Each one delegates to
 # `syncengine driver <op>`, which owns the store, the framing and the status
@@ -127,3 +127,11 @@ storage_sync_apply_pull() { storage__syncengine_run sync apply "$@"; }
 
 # storage_sync_reprocess <binding> [<limit> [<page-after>]]
 storage_sync_reprocess() { storage__syncengine_run sync reprocess "$@" </dev/null; }
+
+# --- stage1-resync (retention-gap-resynchronization.md) ------------------------
+
+# storage_sync_resync_status <binding> [<accepted-floor>]   read-only
+storage_sync_resync_status() { storage__syncengine_run sync resync-status "$@" </dev/null; }
+
+# storage_sync_resync <binding>   stdin: one sync_resync
+storage_sync_resync() { storage__syncengine_run sync resync "$@"; }

@@ -47,10 +47,12 @@ def _argv(key: BindingKey) -> list[str]:
     return [key.local_team, key.server_instance_id, key.remote_team_id, str(key.protocol_version)]
 
 
-def test_capabilities_prints_one_record_advertising_stage1_sync(path: Path) -> None:
+def test_capabilities_prints_one_record_advertising_every_sync_capability(path: Path) -> None:
     code, lines, _ = run(path, "capabilities", *_argv(new_key()))
     assert code == 0
-    assert lines == [{"type": "sync_driver_capabilities", "capabilities": ["stage1-sync"]}]
+    assert lines == [
+        {"type": "sync_driver_capabilities", "capabilities": ["stage1-sync", "stage1-resync"]}
+    ]
 
 
 def test_prepare_reconcile_apply_reprocess_round_trip_through_the_command(path: Path) -> None:
