@@ -30,12 +30,21 @@ COMMANDS: dict[str, str] = {
     "sync": "syncengine.cli.engine",
     "run": "syncengine.cli.engine",
     "status": "syncengine.cli.engine",
+    "resync": "syncengine.cli.engine",
     "reprocess": "syncengine.cli.engine",
     "security": "syncengine.cli.engine",
     "send": "syncengine.cli.messages",
     "inbox": "syncengine.cli.messages",
     "history": "syncengine.cli.messages",
 }
+#: The engine commands' exit codes (connect … resync), shown by ``--help``.
+EXIT_CODES_EPILOG = """\
+exit codes of connect, push, pull, sync, run, status, resync, reprocess, security:
+  0 ok   2 usage   3 transient (try again)   4 refused by the relay, or a resync
+  approval that does not hold   5 resync required: run 'syncengine status' for the
+  exact 'syncengine resync' command   6 halted   7 not connected / configuration
+  8 another engine holds the binding   10/12/13 store errors (driver-interface)"""
+
 # A module may register several commands; each is imported once.
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 
@@ -46,6 +55,8 @@ def build_parser(modules: Iterable[str] = COMMAND_MODULES) -> argparse.ArgumentP
     parser = argparse.ArgumentParser(
         prog="syncengine",
         description="Encrypted, crash-safe sync for local-first agent message stores.",
+        epilog=EXIT_CODES_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True

@@ -1,5 +1,6 @@
 """Engine commands: ``connect``, ``push``, ``pull``, ``sync``, ``run``,
-``status``, ``reprocess`` and ``security`` (specs/engine.md "Commands").
+``status``, ``resync``, ``reprocess`` and ``security`` (specs/engine.md
+"Commands").
 
 Every command takes ``--store PATH`` (else ``SYNCENGINE_STORE``, else the
 XDG location), ``--team TEAM`` (optional when the store has one connected
@@ -32,7 +33,9 @@ def _common(parser: argparse.ArgumentParser, *, team_required: bool = False) -> 
         "--team",
         metavar="TEAM",
         required=team_required,
-        help="local team (optional when the store has one connected team)",
+        help="local team"
+        if team_required
+        else "local team (optional when the store has one connected team)",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -42,6 +45,16 @@ def _limit(text: str) -> int:
     if not 1 <= value <= 1000:
         raise argparse.ArgumentTypeError("must be within 1..1000")
     return value
+
+
+def _floor(text: str) -> int:
+    from wire.errors import WireError
+    from wire.scalars import parse_seq
+
+    try:
+        return parse_seq(text, "--accept-floor")
+    except WireError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.rule} (a sequence number like 100)") from None
 
 
 def register(subparsers: Any) -> None:
@@ -102,6 +115,30 @@ def register(subparsers: Any) -> None:
     status = subparsers.add_parser("status", help="binding, cursors, pending work, last error")
     _common(status)
     status.set_defaults(handler=_status)
+
+    resync = subparsers.add_parser(
+        "resync",
+        help="approve a retention gap after HTTP 410 (operator action)",
+        description="Accept that the relay no longer holds the messages between this "
+        "machine's cursor and the relay's retention floor, and continue from the floor. "
+        "This is an explicit, audited approval: the floor you name must equal the one the "
+        "relay reports right now ('syncengine status' shows the exact command). Nothing "
+        "else changes: unpushed messages are still pushed, quarantine and read state stay. "
+        "Running it again with the same floor reports the recorded result.",
+        epilog="exit codes: 0 accepted (or already accepted), 3 relay unreachable (try "
+        "again), 4 refused: the approval does not match the relay or cursor now (nothing "
+        "changed), 6 halted (another relay answered), 7 not connected or driver without "
+        "stage1-resync, 8 another engine holds the binding, 12/13 store errors",
+    )
+    resync.add_argument(
+        "--accept-floor",
+        required=True,
+        type=_floor,
+        metavar="SEQ",
+        help="the relay's min_available_seq, exactly as 'syncengine status' shows it",
+    )
+    _common(resync, team_required=True)
+    resync.set_defaults(handler=_resync)
 
     reprocess = subparsers.add_parser(
         "reprocess", help="re-evaluate quarantined messages (after installing a key)"
@@ -199,13 +236,20 @@ def _connect(args: argparse.Namespace) -> int:
             credential_file=args.credential_file,
         )
         k = connected.key
-        _emit(
-            args,
-            connected.to_obj(),
+        text = (
             f"connected team {k.local_team} to {connected.endpoint} "
             f"(remote team {connected.remote_team_name} {k.remote_team_id}, "
-            f"instance {k.server_instance_id}, security {connected.mode.value})",
+            f"instance {k.server_instance_id}, security {connected.mode.value})"
         )
+        if connected.min_available_seq > 0:
+            from syncengine.engine.resync import resync_command
+
+            command = resync_command(k.local_team, connected.min_available_seq, args.store)
+            text += (
+                f"\nnote: the relay has dropped sequences 1..{connected.min_available_seq} "
+                "by retention; this machine starts after an explicit approval:\n  " + command
+            )
+        _emit(args, connected.to_obj(), text)
         return 0
 
     return _guarded(args, action)
@@ -322,6 +366,27 @@ def _reprocess(args: argparse.Namespace) -> int:
     return _locked(args, work)
 
 
+def _resync(args: argparse.Namespace) -> int:
+    def work(engine: Any) -> int:
+        report = engine.resync(args.accept_floor)
+        audit = report.result.audit
+        text = (
+            f"accepted the retention gap {audit.gap_start}..{audit.gap_end} "
+            f"({audit.unavailable} sequence number(s) no longer on the relay); "
+            f"transport cursor {audit.expected_transport_cursor} -> {audit.accepted_floor}"
+        )
+        if report.already_applied:
+            text = "already done: " + text
+        _emit(
+            args,
+            {"ok": True, "resync": report.to_obj()},
+            text + "\nrun 'syncengine pull' (or let the schedule) continue from the floor",
+        )
+        return 0
+
+    return _locked(args, work)
+
+
 def _run(args: argparse.Namespace) -> int:
     def action() -> int:
         from dataclasses import replace
@@ -429,7 +494,16 @@ def _status_text(obj: dict[str, Any]) -> str:
         r = obj["resync_required"]
         lines.append(
             f"RESYNC REQUIRED cursor {r['after']} is below the relay floor "
-            f"{r['min_available_seq']}: {r['remediation']}"
+            f"{r['min_available_seq']}: {r['unavailable']} sequence number(s) were dropped by "
+            "the relay's retention before this machine pulled them"
+        )
+        lines.append(f"  approve with  {r['command']}")
+    if obj["accepted_gaps"]:
+        gaps = obj["accepted_gaps"]
+        last = gaps[-1]
+        lines.append(
+            f"accepted gaps   {len(gaps)}; last {last['gap_start']}..{last['gap_end']} "
+            f"({last['unavailable']} unavailable)"
         )
     if obj["blocked_messages"]:
         lines.append(f"blocked         {len(obj['blocked_messages'])} message(s) too large")

@@ -168,6 +168,9 @@ class Connected:
     write_allowed_ciphers: tuple[str, ...]
     #: An interrupted connect's credential file, renamed aside (not deleted).
     orphaned_credential_file: Path | None = None
+    #: The relay's retention floor at connect: above 0, the first pull gets
+    #: a 410 until an operator accepts the gap (specs/engine.md).
+    min_available_seq: int = 0
 
     def to_obj(self) -> dict[str, object]:
         return {
@@ -186,6 +189,7 @@ class Connected:
             "orphaned_credential_file": (
                 str(self.orphaned_credential_file) if self.orphaned_credential_file else None
             ),
+            "min_available_seq": str(self.min_available_seq),
         }
 
 
@@ -290,6 +294,7 @@ def connect_store(
             epoch=epoch,
             write_allowed_ciphers=result.capabilities.current_policy.write_allowed_ciphers,
             orphaned_credential_file=orphaned,
+            min_available_seq=result.capabilities.binding.min_available_seq,
         )
     finally:
         store.close()

@@ -50,6 +50,7 @@ from syncengine.engine.limits import (
 )
 from syncengine.engine.lock import EngineLock, lock_path_for
 from syncengine.engine.progress import progress_for
+from syncengine.engine.resync import ResyncReport, accept_retention_gap, resync_command
 from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
 from syncengine.http.client import ClientConfig, RelayBinding, RelayClient
 from syncengine.http.credentials import load_credential
@@ -101,6 +102,7 @@ class EngineStatus:
     pending_push: int
     engine: st.EngineStatusRow
     lock_path: Path
+    store_path: Path
 
     @property
     def resync_required(self) -> bool:
@@ -120,11 +122,15 @@ class EngineStatus:
             }
         resync = None
         if e.resync_required:
+            assert e.resync_after is not None and e.resync_min_available_seq is not None
+            command = resync_command(c.local_team, e.resync_min_available_seq, str(self.store_path))
             resync = {
                 "after": str(e.resync_after),
                 "min_available_seq": str(e.resync_min_available_seq),
+                "unavailable": e.resync_min_available_seq - e.resync_after,
                 "recorded_at": e.resync_recorded_at,
-                "remediation": ResyncRequired.remediation,
+                "command": command,
+                "remediation": f"{ResyncRequired.remediation} Approve the gap: {command}",
             }
         return {
             "team": c.local_team,
@@ -171,6 +177,9 @@ class EngineStatus:
             "failures_since_success": e.failures_since_success,
             "last_failure": last_failure,
             "resync_required": resync,
+            "accepted_gaps": [
+                {**gap.to_obj(), "unavailable": gap.unavailable} for gap in self.sync.accepted_gaps
+            ],
             "lock_file": str(self.lock_path),
         }
 
@@ -314,9 +323,16 @@ class Engine:
         except StopRequested:
             raise
         except Exception as exc:
+            resync = exc if isinstance(exc, ResyncRequired) else None
+            if resync is not None:
+                resync.remediation = (  # type: ignore[misc]
+                    f"{ResyncRequired.remediation} Approve the gap: "
+                    + resync_command(
+                        self.connection.local_team, resync.min_available_seq, str(self.store.path)
+                    )
+                )
             failure = classify(exc)
             now = _now()
-            resync = exc if isinstance(exc, ResyncRequired) else None
 
             def record(conn: Any) -> None:
                 if resync is not None:
@@ -405,6 +421,25 @@ class Engine:
         with self._recorded(pulled=False):
             return reprocess_all(self._context(), page_limit)
 
+    def resync(self, accept_floor: int) -> ResyncReport:
+        """Accept the relay's retention gap up to ``accept_floor`` — the
+        operator's explicit approval (:mod:`syncengine.engine.resync`) — then
+        clear the durable resync-required marker (one more transaction; a
+        crash between the two is healed by a rerun, which finds the audit,
+        or by the next pull)."""
+        report = accept_retention_gap(self.store, self.connection, self.client, accept_floor)
+        pk = self.connection.binding_pk
+        self._write("engine.resync", lambda conn: st.record_resync_accepted(conn, pk))
+        audit = report.result.audit
+        _log.info(
+            "resync.complete: accepted the retention gap %d..%d (%d unavailable)%s",
+            audit.gap_start,
+            audit.gap_end,
+            audit.unavailable,
+            " (already applied)" if report.already_applied else "",
+        )
+        return report
+
     def status(self) -> EngineStatus:
         """The operator's view, from one snapshot; no network."""
         c = self.connection
@@ -420,6 +455,7 @@ class Engine:
                 pending_push=pending,
                 engine=st.load_status(conn, c.binding_pk),
                 lock_path=self.lock().path,
+                store_path=self.store.path,
             )
 
     def set_security_mode(self, mode: SecurityMode) -> SecurityEntry:

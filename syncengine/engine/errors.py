@@ -14,6 +14,8 @@ returns::
     ├── TokenSourceRefused         2     refused   a literal --token (secrets never on argv)
     ├── EngineLocked               8     refused   another engine holds this binding
     ├── PushOversized              4     refused   one message the relay refuses even alone
+    ├── ResyncRefused              4     refused   a resync approval that does not hold now
+    ├── ResyncUnsupported          7     refused   the driver lacks stage1-resync
     └── ConnectFailed              7     refused   persisting a connection failed; rolled back
 
 Exit codes (specs/engine.md "Exit codes"): 0 ok, 2 usage, 3 transient (try
@@ -52,6 +54,8 @@ __all__ = [
     "FailureRecord",
     "NotConnected",
     "PushOversized",
+    "ResyncRefused",
+    "ResyncUnsupported",
     "StopRequested",
     "TokenSourceRefused",
     "classify",
@@ -140,6 +144,24 @@ class PushOversized(EngineError):
         "The relay refuses this message even alone (413); raise the relay's request limit. "
         "Later messages wait behind it, in order."
     )
+
+
+class ResyncRefused(EngineError):
+    """A retention-gap approval that the relay's answers or the store's
+    cursor no longer support; nothing was changed
+    (retention-gap-resynchronization.md "Explicit gap acceptance")."""
+
+    code = "resync-refused"
+    exit_code = EXIT_REFUSED
+    remediation = (
+        "Nothing was changed. Run 'syncengine status' to see the relay's current floor and "
+        "approve exactly that floor."
+    )
+
+
+class ResyncUnsupported(EngineError):
+    code = "resync-unsupported"
+    remediation = "Use a storage driver that advertises stage1-resync (syncengine driver describe)."
 
 
 class ConnectFailed(EngineError):

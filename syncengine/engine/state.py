@@ -35,6 +35,7 @@ __all__ = [
     "pending_push_count",
     "record_failure",
     "record_resync",
+    "record_resync_accepted",
     "record_success",
     "set_identity_path",
 ]
@@ -280,6 +281,17 @@ def clear_resync(conn: Any, binding_pk: int) -> bool:
         (binding_pk,),
     )
     return bool(conn.changes())
+
+
+def record_resync_accepted(conn: Any, binding_pk: int) -> None:
+    """An operator accepted the gap: the marker goes, and a binding that was
+    stopped only by it is ``ok`` again (its next pull starts at the floor)."""
+    conn.execute(
+        "UPDATE engine_status SET state = CASE WHEN state = 'resync-required' THEN 'ok'"
+        " ELSE state END, resync_after = NULL, resync_min_available_seq = NULL,"
+        " resync_recorded_at = NULL WHERE binding_pk = ?",
+        (binding_pk,),
+    )
 
 
 def pending_push_count(conn: Any, binding: SyncBinding) -> int:

@@ -3,7 +3,9 @@
 This is the "what is pending, what is stuck" answer: cursors, revision,
 counts of reservations and quarantine rows per durable state, the blocked
 messages by name (they hold the push cursor and need an operator), and the
-conflict count. It is an operator query, not a hot path: the counts are
+conflict count, and the retention gaps an operator accepted (so imported
+history and an accepted unavailable interval stay distinguishable). It is
+an operator query, not a hot path: the counts are
 grouped scans of the binding's rows.
 """
 
@@ -13,11 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from syncengine.ops.bindings import BindingKey, SyncBinding, load_binding
+from syncengine.ops.resync import SyncResyncAudit
 
 __all__ = ["BlockedMessage", "SyncStatus", "sync_status"]
 
 #: At most this many blocked messages are listed by name.
 MAX_LISTED_BLOCKED = 100
+#: At most this many accepted retention gaps are listed (the newest).
+MAX_LISTED_GAPS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +40,7 @@ class SyncStatus:
     quarantine: dict[str, int]
     conflicts: int
     blocked: tuple[BlockedMessage, ...]
+    accepted_gaps: tuple[SyncResyncAudit, ...] = ()
 
 
 def sync_status(conn: Any, key: BindingKey) -> SyncStatus:
@@ -66,4 +72,10 @@ def sync_status(conn: Any, key: BindingKey) -> SyncStatus:
             (binding.pk, MAX_LISTED_BLOCKED),
         )
     )
-    return SyncStatus(binding, reservations, quarantine, conflicts, blocked)
+    gaps = conn.execute(
+        "SELECT expected_transport_cursor, accepted_floor FROM sync_resync_audits"
+        " WHERE binding_pk = ? AND driver_generation = ? ORDER BY accepted_floor DESC LIMIT ?",
+        (binding.pk, binding.driver_generation, MAX_LISTED_GAPS),
+    ).fetchall()
+    accepted = tuple(SyncResyncAudit(row[0], row[1]) for row in reversed(gaps))
+    return SyncStatus(binding, reservations, quarantine, conflicts, blocked, accepted)
