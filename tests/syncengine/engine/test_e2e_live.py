@@ -248,3 +248,65 @@ def test_run_loop_stops_on_sigterm_and_refuses_a_second_engine(
             process.kill()
             process.wait()
     assert b.cli("sync").returncode == 0  # the lock went with the process
+
+
+def test_an_operator_resync_recovers_a_machine_behind_retention_and_a_late_joiner(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    """Three machines through the real CLI (retention-gap-resynchronization.md):
+    B falls behind retention, gets 410, runs the command status names, and
+    afterwards every message still on the relay arrives exactly once, its own
+    unpushed message is pushed, and its quarantine and read state stay; then
+    C, which joins only now, catches up after its own approval."""
+    team = Team(live, tmp_path)
+    a, b = team.machine("a"), team.machine("b")
+    # B refuses plaintext for sequence 1 only, so A's first message lands in
+    # B's quarantine (policy_violation) and stays there.
+    assert b.cli("security", "set", "e2ee-required").returncode == 0
+    a.send("alice", "bob", "q1")
+    assert a.cli("push").returncode == 0
+    assert b.cli("pull").returncode == 0
+    assert b.cli("security", "set", "plaintext-allowed").returncode == 0
+    b.send("bob", "alice", "b-local")
+    with Store(b.store) as store:
+        mine = store.history("crew", "bob")[0]
+        store.mark_read_batch("crew", "alice", [mine.id])
+    a.send("alice", "bob", *(f"m{i}" for i in range(2, 8)))  # sequences 2..7
+    assert a.cli("sync").returncode == 0  # A's own cursor passes the coming floor
+    team.relay("retain", "--team", team.id, "--through", "5")
+
+    pulled = b.cli("pull", "--json")
+    assert pulled.returncode == 5, pulled.stderr
+    status = json.loads(b.cli("status", "--json").stdout)
+    gap = status["resync_required"]
+    assert (gap["after"], gap["min_available_seq"], gap["unavailable"]) == ("1", "5", 4)
+    command = gap["command"].split()
+    assert command[:2] == ["syncengine", "resync"] and command[-1] == "5"
+    assert gap["command"] in b.cli("status").stdout
+
+    resynced = b.cli(*command[1:], "--json")
+    assert resynced.returncode == 0, resynced.stderr
+    result = json.loads(resynced.stdout)["resync"]
+    assert (result["gap_start"], result["gap_end"], result["transport_cursor"]) == ("2", "5", "5")
+    again = b.cli(*command[1:], "--json")  # idempotent: the recorded result
+    assert again.returncode == 0 and json.loads(again.stdout)["resync"]["already_applied"]
+
+    synced = b.cli("sync", "--json")
+    assert synced.returncode == 0, synced.stderr
+    assert b.bodies() == ["b-local", "m6", "m7"]  # each exactly once; q1 stays quarantined
+    after = json.loads(b.cli("status", "--json").stdout)
+    assert after["state"] == "ok" and after["resync_required"] is None
+    assert after["quarantine"]["policy_violation"] == 1 and after["pending_push"] == 0
+    assert [g["accepted_floor"] for g in after["accepted_gaps"]] == ["5"]
+    with Store(b.store) as store:
+        assert store.list_unread("crew", "alice") == []  # the read mark survived
+    assert a.sync().pull.received == 1
+    assert a.bodies().count("b-local") == 1
+
+    c = team.machine("c")
+    joined = c.cli("pull", "--json")
+    assert joined.returncode == 5, joined.stderr
+    late = json.loads(c.cli("status", "--json").stdout)["resync_required"]["command"]
+    assert c.cli(*late.split()[1:]).returncode == 0
+    assert c.cli("pull").returncode == 0
+    assert c.bodies() == ["b-local", "m6", "m7"]
