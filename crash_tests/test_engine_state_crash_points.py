@@ -10,6 +10,10 @@ then checks the store the crash left and that the engine carries on:
   Stage-1 binding); the orphan credential file stays, and a re-run with a
   fresh token sets it aside (never deletes it) and connects;
 * connect, after commit: connected, ``status`` and ``sync`` work;
+* resync, killed at the driver's commit or at the engine's marker commit:
+  the rerun of the same command converges to one audit row and the cursor
+  at the floor — from the audit when the driver had committed (its output
+  was lost) — and the next ``sync`` pulls only what the relay still holds;
 * record / security / identity: the store opens with the previous durable
   state (before commit) or the new one (after commit), and the next ``sync``
   converges exactly once.
@@ -33,7 +37,7 @@ import pytest
 from syncengine.crash import CRASH_EXIT_CODE, ENGINE_CRASH_POINTS
 from syncengine.engine.connect import default_credential_path
 from tests.e2e.conftest import LeanTeam, Machine, exactly_once, run_cli
-from tests.relay.live import LiveRelay, running_relay
+from tests.relay.live import LiveRelay, cli, running_relay
 
 CONNECT = ("engine.connect.credential_written", "engine.connect.before_commit")
 CLIResult = subprocess.CompletedProcess[str]
@@ -50,7 +54,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
 def test_every_engine_point_is_exercised_here() -> None:
     engine_points = set(ENGINE_CRASH_POINTS)
     covered = {*CONNECT, "engine.connect.after_commit"}
-    covered |= {f"engine.{t}.{w}_commit" for t in ("record", "roster", "security", "identity")
+    covered |= {f"engine.{t}.{w}_commit"
+                for t in ("record", "roster", "resync", "security", "identity")
                 for w in ("before", "after")}  # fmt: skip
     assert engine_points == covered
 
@@ -204,3 +209,45 @@ def test_identity_install_killed_at_its_commit(live: LiveRelay, tmp_path: Path, 
     (now,) = _rows(a, "SELECT identity_path FROM engine_bindings")[0]
     assert now == (old if when == "before" else str(moved))
     _converges(a, b)
+
+
+RESYNC_POINTS = (
+    "resync.commit.before_commit",
+    "resync.commit.after_commit",
+    "engine.resync.before_commit",
+    "engine.resync.after_commit",
+)
+
+
+@pytest.mark.parametrize("point", RESYNC_POINTS)
+def test_resync_killed_at_a_commit_converges_on_rerun(
+    live: LiveRelay, tmp_path: Path, point: str
+) -> None:
+    team = LeanTeam(live, tmp_path)
+    a, b = team.machine("a"), team.machine("b")
+    b.send("bob", "alice", *(f"b{i}" for i in range(1, 6)))  # sequences 1..5
+    b.sync()
+    retained = cli(live.db, "retain", "--team", team.id, "--through", "4")
+    assert retained.returncode == 0, retained.stderr
+    assert run_cli(a, "pull").returncode == 5  # a's cursor 0 lies below the floor
+    approve = ("resync", "--team", "crew", "--accept-floor", "4", "--json")
+
+    crashed = run_cli(a, *approve, env={"SYNCENGINE_CRASH_AT": point})
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    committed = point != "resync.commit.before_commit"
+    audit_sql = "SELECT expected_transport_cursor, accepted_floor FROM sync_resync_audits"
+    assert _rows(a, audit_sql) == ([(0, 4)] if committed else [])
+    assert _rows(a, "SELECT transport_cursor FROM sync_bindings") == [(4 if committed else 0,)]
+    marker = _rows(a, "SELECT resync_after FROM engine_status")
+    assert marker == ([(None,)] if point == "engine.resync.after_commit" else [(0,)])
+
+    rerun = run_cli(a, *approve)
+    assert rerun.returncode == 0, rerun.stderr
+    assert json.loads(rerun.stdout)["resync"]["already_applied"] is committed
+    assert _rows(a, audit_sql) == [(0, 4)]
+    assert _rows(a, "SELECT transport_cursor FROM sync_bindings") == [(4,)]
+    status = _status(a)
+    assert status["state"] == "ok" and status["resync_required"] is None
+    synced = run_cli(a, "sync")
+    assert synced.returncode == 0, synced.stderr
+    assert exactly_once(a) == [("bob", "alice", "b5")]

@@ -6,6 +6,8 @@ contract's invariants (ADR 0005; specs/sync-stage1.md §6):
 * no local message is lost or imported twice;
 * the transport cursor never passes an envelope without a durable outcome;
 * the push cursor never skips an unacknowledged position;
+* an accepted retention gap leaves exactly one audit row with the cursor
+  at its floor, or neither;
 * replaying after the crash converges to the state of a run without it.
 
 Each crash point costs one subprocess (``crash_tests.sync_entry``, which
@@ -29,6 +31,7 @@ import pytest
 from syncengine.crash import CRASH_EXIT_CODE, STAGE1_CRASH_POINTS
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import SyncPullCursor, SyncPullMessage, SyncPushAck, dump_line
+from syncengine.ops.resync import SyncResync, SyncResyncResult
 from syncengine.store import Store
 from tests.syncengine.ops.helpers import (
     Classifier,
@@ -74,7 +77,7 @@ def _world(directory: Path, key: BindingKey, op: str) -> World:
             store.send("dev", "alice", "bob", f"local {i}")
         if op == "prepare":
             store.sync_prepare_push(key, prepare_none(), 1)  # one published already
-        elif op in ("reconcile", "apply", "reprocess"):
+        elif op in ("reconcile", "apply", "reprocess", "resync"):
             candidates = list(store.sync_prepare_push(key, prepare_none(), 10).candidates)
             relay = FakeRelay()
             acks = relay.push(candidates[:3])  # the acks are lost until we reconcile
@@ -88,7 +91,7 @@ def _world(directory: Path, key: BindingKey, op: str) -> World:
                 "pending_key", 0, 0, "no identity", None,
             )  # fmt: skip
             page, next_after = records, cursor.next_after
-            if op == "reprocess":
+            if op in ("reprocess", "resync"):
                 store.sync_apply_pull(key, page, cursor)
         elif op == "binding":
             store.sync_bind(key)
@@ -111,6 +114,10 @@ def _normalized(store: Store) -> dict[str, Any]:
             "SELECT state, push_cursor, transport_cursor, corrupt_count FROM sync_bindings"
         ),
         "conflicts": rows("SELECT kind, server_seq FROM sync_conflicts ORDER BY 1, 2"),
+        "audits": rows(
+            "SELECT expected_transport_cursor, accepted_floor, gap_start, gap_end, current_seq"
+            " FROM sync_resync_audits ORDER BY 2"
+        ),
     }
 
 
@@ -165,6 +172,9 @@ def _check_invariants(store: Store, world: World) -> None:
             ).fetchone()[0]
             == 0
         )
+        # An accepted gap's audit and the cursor at its floor travel together.
+        highest = conn.execute("SELECT max(accepted_floor) FROM sync_resync_audits").fetchone()[0]
+        assert highest is None or highest <= transport
         # … and the transport cursor never passes an envelope without an outcome.
         for message in world.page:
             if message.server_seq <= transport:
@@ -237,6 +247,27 @@ def _reprocess_replay(store: Store, w: World) -> list[str]:
     return [dump_line(r) for r in store.sync_reprocess(w.key, 10).records()]
 
 
+def _resync_request(w: World) -> SyncResync:
+    """The relay dropped three sequences past this store's cursor."""
+    return SyncResync(w.next_after, w.next_after + 3, w.next_after + 5)
+
+
+def _resync_cmd(w: World) -> tuple[list[str], bytes]:
+    line = dump_line(_resync_request(w).to_obj()) + "\n"
+    return ["driver", "--store", str(w.path), "resync", *w.argv()], line.encode()
+
+
+def _resync_replay(store: Store, w: World) -> list[str]:
+    # The engine's recovery rule: an audit for the floor means it committed.
+    request = _resync_request(w)
+    status = store.sync_resync_status(w.key, request.min_available_seq)
+    if status.audit is not None:
+        result = SyncResyncResult(status.driver_generation, status.audit)
+    else:
+        result = store.sync_resync(w.key, request)
+    return [dump_line(result.to_obj())]
+
+
 def _bind_cmd(w: World) -> tuple[list[str], bytes]:
     return ["bind", str(w.path), *w.argv()], b""
 
@@ -264,6 +295,7 @@ OPERATIONS: dict[str, tuple[str, Callable[[World], tuple[list[str], bytes]], Rep
     "reconcile.": ("reconcile", _reconcile_cmd, _reconcile_replay),
     "apply.": ("apply", _apply_cmd, _apply_replay),
     "reprocess.": ("reprocess", _reprocess_cmd, _reprocess_replay),
+    "resync.": ("resync", _resync_cmd, _resync_replay),
     "binding.bind.": ("binding-none", _bind_cmd, _bind_replay),
     "binding.retire.": ("binding", _retire_cmd, _retire_replay),
 }
@@ -316,7 +348,7 @@ def test_recovery_from_a_crash_converges_to_the_crash_free_run(tmp_path: Path, p
         abandoned = _minted(capture) - set(published_now)
         first = replay(store, world)
         second = replay(store, world)
-        if op in ("prepare", "reconcile", "reprocess"):
+        if op in ("prepare", "reconcile", "reprocess", "resync"):
             assert first == second, "replays must be byte-identical"
         _check_invariants(store, world)
         # No abandoned private wire ID appears anywhere, even after recovery.
