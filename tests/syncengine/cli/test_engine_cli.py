@@ -41,8 +41,9 @@ def test_a_literal_token_is_refused_with_exit_2_and_never_echoed(tmp_path: Path)
 def test_engine_commands_on_an_unconnected_store_exit_7_with_a_remedy(tmp_path: Path) -> None:
     store = tmp_path / "s.db"
     assert run("team", "create", "crew", "--member", "alice", store=store).returncode == 0
-    for command in ("push", "pull", "sync", "status", "reprocess"):
-        result = run(command, "--json", store=store)
+    for command in ("push", "pull", "sync", "status", "reprocess", "resync"):
+        extra = ("--team", "crew", "--accept-floor", "5") if command == "resync" else ()
+        result = run(command, "--json", *extra, store=store)
         assert result.returncode == 7, (command, result.stderr)
         error = json.loads(result.stdout)["error"]
         assert error["code"] == "not-connected" and "syncengine connect" in error["remediation"]
@@ -71,7 +72,9 @@ def test_send_inbox_history_follow_the_storage_contract_order(tmp_path: Path) ->
 
 
 def test_every_engine_command_is_registered_and_each_module_loads_once() -> None:
-    for name in ("connect", "push", "pull", "sync", "run", "status", "reprocess", "security"):
+    for name in (
+        "connect", "push", "pull", "sync", "run", "status", "resync", "reprocess", "security",
+    ):  # fmt: skip
         assert COMMANDS[name] == "syncengine.cli.engine"
     for name in ("send", "inbox", "history"):
         assert COMMANDS[name] == "syncengine.cli.messages"
@@ -98,3 +101,36 @@ def test_run_rejects_an_interval_below_the_minimum(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["run", "--interval", "0.01", "--store", str(tmp_path / "s.db")]) == 2
+
+
+@pytest.mark.parametrize("floor", ["04", "-1", "1e3", "abc", "9223372036854775808"])
+def test_resync_refuses_a_floor_that_is_not_a_canonical_sequence(
+    tmp_path: Path, floor: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "s.db"
+    with pytest.raises(SystemExit) as exited:
+        main(["resync", "--team", "crew", "--accept-floor", floor, "--store", str(store)])
+    assert exited.value.code == 2
+    assert "--accept-floor" in capsys.readouterr().err
+    assert not store.exists()
+
+
+def test_resync_needs_the_team_and_the_floor_named_explicitly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (["resync", "--accept-floor", "5"], ["resync", "--team", "crew"]):
+        with pytest.raises(SystemExit) as exited:
+            main([*argv, "--store", str(tmp_path / "s.db")])
+        assert exited.value.code == 2
+
+
+def test_top_level_help_lists_resync_and_the_exit_codes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "resync" in text and "5 resync required" in text
+    with pytest.raises(SystemExit):
+        main(["resync", "--help"])
+    assert "exit codes: 0 accepted" in capsys.readouterr().out

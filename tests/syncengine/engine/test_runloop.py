@@ -108,3 +108,23 @@ def test_a_second_engine_on_the_same_binding_is_refused(make_engine: MakeEngine)
     with engine.lock(), pytest.raises(EngineLocked, match=r"pid \d+"):
         engine.lock().acquire()
     engine.lock().acquire().release()  # released: free again
+
+
+def test_loop_waits_the_refusal_interval_while_a_resync_is_required_and_resumes_after_it(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    from syncengine.ids import new_uuid4
+    from tests.syncengine.engine.test_cycle import plaintext
+
+    engine = make_engine()
+    for i in range(4):
+        relay.add_foreign(plaintext(f"m{i}"), new_uuid4())  # type: ignore[arg-type]
+    relay.retain_through(3)
+    waiting = run(engine, 3)
+    assert [(o.state, o.wait) for o in waiting] == [("resync-required", QUICK.refusal_wait)] * 3
+    gets = [url for method, url, _ in relay.requests if method == "GET" and "/v1/messages" in url]
+    assert len(gets) == 3  # one 410 per cycle, never a retry storm
+    engine.resync(3)
+    resumed = run(engine, 1)
+    assert resumed[0].ok and resumed[0].report is not None
+    assert resumed[0].report.pull.received == 1
