@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The whole test gate: lint, format, strict typing of the codec, then every test.
+# The whole test gate: lint, format, strict typing of the three packages, then every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . .venv/bin/activate
 ruff check .
 ruff format --check .
-mypy --strict wire
+mypy --strict wire syncengine relay
 pytest "$@"
