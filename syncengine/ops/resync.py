@@ -85,6 +85,13 @@ def _generation(value: Any, field: str) -> str:
     return value
 
 
+def _in_range(value: Any, field: str) -> None:
+    try:
+        format_seq(value, field)
+    except WireError as exc:
+        raise _bad(exc.field, exc.rule) from None
+
+
 def _check_gap(expected: int, floor: int, where: str, floor_field: str) -> None:
     if not expected < floor:
         raise _bad(
@@ -104,6 +111,9 @@ class SyncResync:
     reason: str = RESYNC_REASON
 
     def check(self, where: str = "sync_resync") -> None:
+        """The rules a parsed record already met, for one built in Python."""
+        for name in ("expected_transport_cursor", "min_available_seq", "current_seq"):
+            _in_range(getattr(self, name), f"{where}.{name}")
         _reason(self.reason, f"{where}.reason")
         _check_gap(
             self.expected_transport_cursor, self.min_available_seq, where, "min_available_seq"
@@ -307,6 +317,8 @@ def resync_status(
     """The generation, transport cursor and the audit for ``accepted_floor``
     (``None`` when no floor is asked for): strictly read-only, and an error
     when the binding does not exist — status never creates one."""
+    if accepted_floor is not None:
+        _in_range(accepted_floor, "accepted-floor")
     with read_transaction(conn, path):
         binding = _existing(conn, key)
         audit = None if accepted_floor is None else _load_audit(conn, binding, accepted_floor)
