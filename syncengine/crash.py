@@ -22,6 +22,7 @@ __all__ = [
     "CRASH_POINTS",
     "ENGINE_CRASH_POINTS",
     "STAGE1_CRASH_POINTS",
+    "STAGE2_CRASH_POINTS",
     "STORE_CRASH_POINTS",
     "armed_point",
     "crash_point",
@@ -57,6 +58,14 @@ STAGE1_CRASH_POINTS: tuple[str, ...] = (
     "binding.bind.after_commit",
     "binding.retire.before_commit",
     "binding.retire.after_commit",
+)
+
+#: The stage-2 read-state operations' crash points (specs/read-state.md §6;
+#: proven by crash_tests/test_read_state_crash_points.py).
+STAGE2_CRASH_POINTS: tuple[str, ...] = tuple(
+    f"read.{name}.{when}_commit"
+    for name in ("prepare", "apply", "block", "unblock")
+    for when in ("before", "after")
 )
 
 #: The engine's own state transitions (specs/engine.md "Crash points"; proven
@@ -102,8 +111,10 @@ STORE_CRASH_POINTS: tuple[str, ...] = tuple(
     for when in ("before", "after")
 )
 
-#: Every crash point: the Stage-1 ones, the engine's, then the store's.
-CRASH_POINTS: tuple[str, ...] = STAGE1_CRASH_POINTS + ENGINE_CRASH_POINTS + STORE_CRASH_POINTS
+#: Every crash point: the Stage-1 ones, stage 2's, the engine's, then the store's.
+CRASH_POINTS: tuple[str, ...] = (
+    STAGE1_CRASH_POINTS + STAGE2_CRASH_POINTS + ENGINE_CRASH_POINTS + STORE_CRASH_POINTS
+)
 
 _ARMED: str | None = os.environ.get("SYNCENGINE_CRASH_AT") or None
 

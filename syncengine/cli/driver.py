@@ -12,8 +12,9 @@ Framing follows the contract exactly:
 * ``describe`` prints ``key=value`` metadata only and always exits 0;
 * ``store_exists`` answers by exit code alone;
 * the Stage-1 sync verbs (``capabilities``, ``prepare``, ``reconcile``,
-  ``apply``, ``reprocess``, ``resync-status``, ``resync``;
-  specs/sync-stage1.md §7) take the binding on
+  ``apply``, ``reprocess``, ``resync-status``, ``resync``; the read-state
+  verbs ``read-prepare``, ``read-apply``, ``read-block``, ``read-unblock``;
+  specs/sync-stage1.md §7, specs/read-state.md §5) take the binding on
   argv — ``<local-team> <server-instance-id> <remote-team-id>
   <protocol-version>`` — read and write JSONL, print data only and exit
   with the upstream adapter codes (2 usage, 11 busy, 12 corrupt_state,
@@ -53,7 +54,19 @@ RECORD_OPS = frozenset(
     {"send", "send_batch", "list_unread", "read_cursor_get", "history", "watch_tip", "watch_after"}
 )
 SYNC_OPS = frozenset(
-    {"capabilities", "prepare", "reconcile", "apply", "reprocess", "resync-status", "resync"}
+    {
+        "capabilities",
+        "prepare",
+        "reconcile",
+        "apply",
+        "reprocess",
+        "resync-status",
+        "resync",
+        "read-prepare",
+        "read-apply",
+        "read-block",
+        "read-unblock",
+    }
 )
 OPS = sorted(CONTROL_OPS | RECORD_OPS | SYNC_OPS | {"describe", "store_exists", "path"})
 

@@ -9,6 +9,10 @@ Verbs and argv follow the agmsg sync adapter (UPSTREAM-RECORDS §1.1)::
     reprocess <binding> [<limit> [<page-after>]]
     resync-status <binding> [<accepted-floor>]
     resync    <binding>                      stdin: one sync_resync
+    read-prepare <binding>                   stdin: one sync_read_context
+    read-apply   <binding>                   stdin: one sync_read_snapshot, then items
+    read-block   <binding>                   stdin: one sync_read_block
+    read-unblock <binding>                   stdin: one sync_read_unblock
 
 (``<limit>`` defaults to 100; without ``<accepted-floor>`` the status
 carries ``audit: null``.)
@@ -163,20 +167,75 @@ def _op_resync_status(store: Store | None, args: list[str], data: bytes) -> list
 
 
 def _op_resync(store: Store | None, args: list[str], data: bytes) -> list[str]:
-    from syncengine.ops.records import parse_jsonl
     from syncengine.ops.resync import SyncResync
-    from syncengine.store.errors import InvalidInput
 
-    if len(args) != 4:
-        raise _usage("resync <binding…>   (one sync_resync on stdin)")
-    key = _binding(args)
-    records = list(parse_jsonl(data))
-    if len(records) != 1:
-        raise InvalidInput("stdin", "resync reads exactly one sync_resync record")
-    where, value = records[0]
+    key = _read_binding(args, "resync", "one sync_resync")
+    where, value = _one_record(data, "resync", "sync_resync")
     request = SyncResync.from_obj(value, where)
     assert store is not None
     return _dump([store.sync_resync(key, request).to_obj()])
+
+
+def _one_record(data: bytes, op: str, kind: str) -> tuple[str, dict[str, Any]]:
+    from syncengine.ops.records import parse_jsonl
+    from syncengine.store.errors import InvalidInput
+
+    records = list(parse_jsonl(data))
+    if len(records) != 1:
+        raise InvalidInput("stdin", f"{op} reads exactly one {kind} record")
+    return records[0]
+
+
+def _read_binding(args: list[str], op: str, stdin: str) -> BindingKey:
+    if len(args) != 4:
+        raise _usage(f"{op} <binding…>   ({stdin} on stdin)")
+    return _binding(args)
+
+
+def _op_read_prepare(store: Store | None, args: list[str], data: bytes) -> list[str]:
+    from syncengine.ops.read_records import SyncReadContext
+
+    key = _read_binding(args, "read-prepare", "one sync_read_context")
+    where, value = _one_record(data, "read-prepare", "sync_read_context")
+    context = SyncReadContext.from_obj(value, where)
+    assert store is not None
+    return _dump(store.sync_prepare_read_state(key, context).records())
+
+
+def _op_read_apply(store: Store | None, args: list[str], data: bytes) -> list[str]:
+    from syncengine.ops.read_records import SyncReadSnapshot, parse_read_item
+    from syncengine.ops.records import parse_jsonl
+    from syncengine.store.errors import InvalidInput
+
+    key = _read_binding(args, "read-apply", "one sync_read_snapshot, then the page's items")
+    records = list(parse_jsonl(data))
+    if not records:
+        raise InvalidInput("stdin", "read-apply needs a sync_read_snapshot record first")
+    where, value = records[0]
+    snapshot = SyncReadSnapshot.from_obj(value, where)
+    items = [parse_read_item(value, where) for where, value in records[1:]]
+    assert store is not None
+    return _dump([store.sync_apply_read_state(key, snapshot, items).to_obj()])
+
+
+def _op_read_block(store: Store | None, args: list[str], data: bytes) -> list[str]:
+    from syncengine.ops.read_records import SyncReadBlock
+
+    key = _read_binding(args, "read-block", "one sync_read_block")
+    where, value = _one_record(data, "read-block", "sync_read_block")
+    request = SyncReadBlock.from_obj(value, where)
+    assert store is not None
+    return _dump([store.sync_block_read_state(key, request).to_obj()])
+
+
+def _op_read_unblock(store: Store | None, args: list[str], data: bytes) -> list[str]:
+    from syncengine.ops.read_records import SyncReadUnblock
+
+    key = _read_binding(args, "read-unblock", "one sync_read_unblock")
+    where, value = _one_record(data, "read-unblock", "sync_read_unblock")
+    request = SyncReadUnblock.from_obj(value, where)
+    assert store is not None
+    return _dump([store.sync_unblock_read_state(key, request).to_obj()])
 
 
 _SYNC: dict[str, Callable[[Any, list[str], bytes], list[str]]] = {
@@ -187,8 +246,23 @@ _SYNC: dict[str, Callable[[Any, list[str], bytes], list[str]]] = {
     "reprocess": _op_reprocess,
     "resync-status": _op_resync_status,
     "resync": _op_resync,
+    "read-prepare": _op_read_prepare,
+    "read-apply": _op_read_apply,
+    "read-block": _op_read_block,
+    "read-unblock": _op_read_unblock,
 }
-_READS_STDIN = frozenset({"prepare", "reconcile", "apply", "resync"})
+_READS_STDIN = frozenset(
+    {
+        "prepare",
+        "reconcile",
+        "apply",
+        "resync",
+        "read-prepare",
+        "read-apply",
+        "read-block",
+        "read-unblock",
+    }
+)
 
 
 def run_sync_op(

@@ -28,7 +28,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from syncengine.engine.batching import plan_batches
 from syncengine.engine.errors import PushOversized
@@ -404,6 +404,8 @@ class PullReport:
     outcomes: dict[str, int] = field(default_factory=dict)
     transport_cursor: int = 0
     capability_refreshes: int = 0
+    #: The read-state phase that followed (None until it ran).
+    read_state: Any = None
 
 
 def pull_all(ctx: CycleContext, page_limit: int) -> PullReport:

@@ -60,6 +60,7 @@ from syncengine.store import Store
 from syncengine.store.connection import read_transaction, write_transaction
 
 if TYPE_CHECKING:
+    from syncengine.engine.read_sync import ReadStateReport
     from syncengine.engine.workers import Workers
 from wire.scalars import format_timestamp
 
@@ -375,24 +376,43 @@ class Engine:
         take the relay's roster."""
         with self._recorded(pulled=True):
             report = pull_all(self._context(), page_limit)
-            self.refresh_roster()
+            report.read_state = self._after_pull()
             return report
+
+    def _after_pull(self) -> ReadStateReport:
+        """The relay's roster adopted, then the read-state phase on the same
+        authenticated snapshot (specs/read-state.md §7)."""
+        from syncengine.engine import read_sync
+
+        if not read_sync.supported():
+            self.refresh_roster()
+            return read_sync.skipped()
+        caps, members = read_sync.snapshot_roster(self.client)
+        roster = self._adopt_roster(members)
+        return read_sync.read_state_phase(
+            self.store, self.connection, self.client, caps, roster, [n for _, n in roster]
+        )
 
     def refresh_roster(self) -> int:
         """Adopt the relay's authenticated roster (``GET /v1/members``) as the
         team's roster, in one transaction; returns how many rows changed.
         Members never come from message names (driver-interface §2 intro)."""
+        return len(self._adopt_roster(self.client.members()))
+
+    def _adopt_roster(self, document: Any) -> list[tuple[str, str]]:
+        """One transaction (``engine.roster.*``); returns the pairs adopted."""
         from syncengine.engine.connect import roster_pairs
         from syncengine.store import teams
 
-        roster = roster_pairs(self.client.members())
+        roster = roster_pairs(document)
         team = self.connection.local_team
         now = _now()
 
         def adopt(conn: Any) -> int:
             return teams.adopt_roster(conn, teams.team_pk(conn, team), roster, now)
 
-        return self._write("engine.roster", adopt)
+        self._write("engine.roster", adopt)
+        return roster
 
     def sync(
         self, push_limit: int = STEADY_PUSH_LIMIT, page_limit: int = PULL_PAGE_LIMIT
@@ -411,7 +431,7 @@ class Engine:
                     raise
                 push_error = exc
             pulled = pull_all(ctx, page_limit)
-            self.refresh_roster()
+            pulled.read_state = self._after_pull()
             if push_error is not None:
                 raise push_error
             return SyncReport(pushed, pulled)

@@ -54,6 +54,7 @@ from syncengine.ops.states import (
     quarantine_next,
     reservation_next,
 )
+from syncengine.store import read_overlay
 from syncengine.store.errors import InvalidInput
 from syncengine.store.event_log import SentFields, import_fresh_sent
 from syncengine.store.records import ORIGIN_IMPORTED
@@ -359,6 +360,16 @@ def apply_pull(
             "UPDATE sync_push SET state = 'acked', server_seq = ?"
             " WHERE binding_pk = ? AND local_position = ? AND state = 'reserved'",
             [(seq, binding.pk, position) for seq, position in plan.echo_acks],
+        )
+        # Imports and echoes are new durable mappings: remote read facts
+        # that arrived first apply now, and local reads are queued for upload.
+        wire_at = {m.server_seq: m.wire_id for m in messages}
+        read_overlay.on_mappings(
+            conn,
+            binding.pk,
+            [(messages[i].wire_id, messages[i].server_seq, position_of[i]) for i in chat]
+            + [(wire_at[seq], seq, position) for seq, position in plan.echo_acks],
+            now,
         )
         added = insert_conflicts(conn, binding.pk, plan.conflicts, now)
         push = (

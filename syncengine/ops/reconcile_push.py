@@ -28,6 +28,7 @@ from syncengine.ops.bindings import BindingKey, advance_binding, open_binding, s
 from syncengine.ops.errors import SyncCorruptState
 from syncengine.ops.records import SyncPushAck, SyncReconcileResult
 from syncengine.ops.states import ReservationEvent, ReservationState, reservation_next
+from syncengine.store import read_overlay
 from syncengine.store.errors import InvalidInput
 
 __all__ = [
@@ -234,6 +235,13 @@ def reconcile_push(
                 "UPDATE sync_push SET state = 'acked', server_seq = ?"
                 " WHERE binding_pk = ? AND local_position = ? AND state = 'reserved'",
                 [(seq, binding.pk, position) for seq, position in plan.acks],
+            )
+            wire_of = {a.local_position: a.wire_id for a in acks}
+            read_overlay.on_mappings(
+                conn,
+                binding.pk,
+                [(wire_of[position], seq, position) for seq, position in plan.acks],
+                now,
             )
             cursor = contiguous_push_cursor(conn, binding.pk, binding.push_cursor)
             advance_binding(conn, binding, push_cursor=cursor)

@@ -346,6 +346,65 @@ def _v6_resync_audits(conn: Any) -> None:
     )
 
 
+def _v7_remote_read_overlay(conn: Any) -> None:
+    """The remote read-state overlay of each binding (read-state-synchronization.md
+    "Store-owned composite frontier"; specs/read-state.md §2).
+
+    Keyed by binding and the relay's immutable member ID, separate from the
+    local read layer (``message_reads``/``read_frontiers``), from transport
+    progress and from quarantine:
+
+    * ``sync_bindings.read_floor`` — the authenticated retention floor, the
+      lower bound of every member's effective frontier;
+    * ``read_remote_frontiers`` — each member's contiguous ``server_seq``
+      prefix as the relay last reported it (max-merged);
+    * ``read_remote_exact`` — exact reads by wire ID the relay reported,
+      kept even before their message arrives;
+    * ``read_outbox`` — local exact reads promoted to an acknowledged wire ID
+      and sequence, waiting to be uploaded;
+    * ``read_blocks`` — members excluded from read-state mutations, and why.
+    """
+    conn.execute(
+        """
+        ALTER TABLE sync_bindings ADD COLUMN read_floor INTEGER NOT NULL DEFAULT 0
+            CHECK (read_floor >= 0);
+        CREATE TABLE read_remote_frontiers (
+            binding_pk INTEGER NOT NULL REFERENCES sync_bindings (binding_pk),
+            member_id  TEXT NOT NULL,
+            server_seq INTEGER NOT NULL CHECK (server_seq >= 0),
+            PRIMARY KEY (binding_pk, member_id)
+        ) STRICT, WITHOUT ROWID;
+        CREATE TABLE read_remote_exact (
+            binding_pk INTEGER NOT NULL REFERENCES sync_bindings (binding_pk),
+            member_id  TEXT NOT NULL,
+            wire_id    TEXT NOT NULL,
+            PRIMARY KEY (binding_pk, member_id, wire_id)
+        ) STRICT, WITHOUT ROWID;
+        CREATE TABLE read_outbox (
+            binding_pk INTEGER NOT NULL REFERENCES sync_bindings (binding_pk),
+            member_id  TEXT NOT NULL,
+            wire_id    TEXT NOT NULL,
+            server_seq INTEGER NOT NULL CHECK (server_seq >= 1),
+            PRIMARY KEY (binding_pk, member_id, wire_id)
+        ) STRICT, WITHOUT ROWID;
+        CREATE INDEX read_outbox_by_seq ON read_outbox (binding_pk, member_id, server_seq);
+        CREATE TABLE read_blocks (
+            binding_pk INTEGER NOT NULL REFERENCES sync_bindings (binding_pk),
+            member_id  TEXT NOT NULL,
+            reason     TEXT NOT NULL CHECK (reason IN (
+                'member-name-mismatch', 'read-state-limit-exceeded')),
+            detail     TEXT NOT NULL,
+            blocked_at TEXT NOT NULL,
+            PRIMARY KEY (binding_pk, member_id)
+        ) STRICT, WITHOUT ROWID;
+        CREATE INDEX sync_quarantine_by_local ON sync_quarantine (binding_pk, local_position)
+            WHERE local_position IS NOT NULL;
+        CREATE INDEX sync_quarantine_corrupt ON sync_quarantine (binding_pk, server_seq)
+            WHERE status = 'corrupt_state';
+        """
+    )
+
+
 #: Migration ``i`` takes the schema from version ``i`` to ``i + 1``.
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v1_registry,
@@ -354,6 +413,7 @@ MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v4_engine_state,
     _v5_messages_only_axis,
     _v6_resync_audits,
+    _v7_remote_read_overlay,
 )
 LATEST_VERSION = len(MIGRATIONS)
 
@@ -371,6 +431,10 @@ REQUIRED_TABLES = frozenset(
         "sync_quarantine",
         "sync_conflicts",
         "sync_resync_audits",
+        "read_remote_frontiers",
+        "read_remote_exact",
+        "read_outbox",
+        "read_blocks",
         "engine_bindings",
         "engine_security_history",
         "engine_status",

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from syncengine.ids import new_uuid7s
+from syncengine.store import read_overlay
 from syncengine.store.messages import log_tip
 from syncengine.store.names import (
     check_cursor_token,
@@ -54,9 +55,11 @@ def frontier(conn: Any, member: int) -> int:
     return 0 if row is None else int(row[0])
 
 
-def record_exact_reads(conn: Any, tkey: int, reader: int, message_ids: list[str], now: str) -> int:
+def record_exact_reads(
+    conn: Any, tkey: int, reader: int, message_ids: list[str], now: str
+) -> list[int]:
     """Record one ``message_read`` per ID the reader has not marked yet;
-    returns how many were new.
+    returns the seqs of the held messages newly marked.
 
     Every ID is checked before the first write. An ID of a stored message
     of the team is linked to it, whoever it is addressed to; any other ID is
@@ -95,7 +98,12 @@ def record_exact_reads(conn: Any, tkey: int, reader: int, message_ids: list[str]
             for (seq, dangling), event_id in zip(rows, new_uuid7s(len(rows)), strict=True)
         ],
     )
-    return len(rows)
+    fresh = [seq for seq, _ in rows if seq is not None]
+    # A read of a message the relay acknowledged is queued for read-state
+    # sync in this same transaction (read-state-synchronization.md
+    # "Wire-ID promotion and atomicity").
+    read_overlay.on_local_reads(conn, tkey, reader, fresh)
+    return fresh
 
 
 def _first_hole(conn: Any, reader: int, after: int, bound: int | None) -> int | None:

@@ -43,6 +43,18 @@ if TYPE_CHECKING:
     from syncengine.ops.apply_pull import ApplyResult
     from syncengine.ops.bindings import BindingKey, SyncBinding
     from syncengine.ops.prepare_push import PrepareResult, SealAll
+    from syncengine.ops.read_records import (
+        SyncReadApplyResult,
+        SyncReadBlock,
+        SyncReadBlocked,
+        SyncReadContext,
+        SyncReadExact,
+        SyncReadFrontier,
+        SyncReadSnapshot,
+        SyncReadUnblock,
+        SyncReadUnblocked,
+    )
+    from syncengine.ops.read_state import PrepareReadResult
     from syncengine.ops.records import (
         SyncPrepare,
         SyncPullCursor,
@@ -58,8 +70,8 @@ __all__ = ["CAPABILITIES", "Store"]
 
 #: Advertised by ``describe`` (driver-interface §2.8): the four Stage-1 sync
 #: operations (specs/sync-stage1.md) and the retention-gap resync pair
-#: (specs/sync-stage1.md §4.5).
-CAPABILITIES: tuple[str, ...] = ("stage1-sync", "stage1-resync")
+#: (specs/sync-stage1.md §4.5), and read-state sync (specs/read-state.md).
+CAPABILITIES: tuple[str, ...] = ("stage1-sync", "stage1-resync", "stage2-read-state")
 
 
 def _now() -> str:
@@ -392,6 +404,37 @@ class Store:
         from syncengine.ops.resync import resync
 
         return resync(self.conn, self.path, key, request, _now())
+
+    # -- stage-2 read state (specs/read-state.md) --------------------------------
+
+    def sync_prepare_read_state(
+        self, key: BindingKey, context: SyncReadContext
+    ) -> PrepareReadResult:
+        from syncengine.ops.read_state import prepare_read_state
+
+        return prepare_read_state(self.conn, self.path, key, context, _now())
+
+    def sync_apply_read_state(
+        self,
+        key: BindingKey,
+        snapshot: SyncReadSnapshot,
+        items: Sequence[SyncReadFrontier | SyncReadExact],
+    ) -> SyncReadApplyResult:
+        from syncengine.ops.read_state import apply_read_state
+
+        return apply_read_state(self.conn, self.path, key, snapshot, items, _now())
+
+    def sync_block_read_state(self, key: BindingKey, request: SyncReadBlock) -> SyncReadBlocked:
+        from syncengine.ops.read_state import block_member
+
+        return block_member(self.conn, self.path, key, request, _now())
+
+    def sync_unblock_read_state(
+        self, key: BindingKey, request: SyncReadUnblock
+    ) -> SyncReadUnblocked:
+        from syncengine.ops.read_state import unblock_member
+
+        return unblock_member(self.conn, self.path, key, request)
 
     def sync_status(self, key: BindingKey) -> SyncStatus:
         """Cursors, revision and counts per durable state, from one snapshot."""

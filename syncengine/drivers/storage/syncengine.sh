@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # syncengine storage driver for agmsg (driver-interface §2, with the §2.8
-# stage1-sync and stage1-resync extensions).
+# stage1-sync, stage1-resync and stage2-read-state extensions).
 #
 # Source this file, then call the storage_* functions. Each one delegates to
 # `syncengine driver <op>`, which owns the store, the framing and the status
@@ -135,3 +135,17 @@ storage_sync_resync_status() { storage__syncengine_run sync resync-status "$@" <
 
 # storage_sync_resync <binding>   stdin: one sync_resync
 storage_sync_resync() { storage__syncengine_run sync resync "$@"; }
+
+# --- stage2-read-state (read-state-synchronization.md) ------------------------
+
+# storage_sync_prepare_read_state <binding>   stdin: one sync_read_context
+storage_sync_prepare_read_state() { storage__syncengine_run sync read-prepare "$@"; }
+
+# storage_sync_apply_read_state <binding>   stdin: one sync_read_snapshot, then items
+storage_sync_apply_read_state() { storage__syncengine_run sync read-apply "$@"; }
+
+# storage_sync_block_read_state <binding>   stdin: one sync_read_block
+storage_sync_block_read_state() { storage__syncengine_run sync read-block "$@"; }
+
+# storage_sync_unblock_read_state <binding>   stdin: one sync_read_unblock
+storage_sync_unblock_read_state() { storage__syncengine_run sync read-unblock "$@"; }

@@ -39,13 +39,13 @@ def test_describe_prints_only_key_value_metadata_with_a_capabilities_line(path: 
     code, lines, _ = run("describe", path=path)
     assert code == 0
     assert all("=" in line and line.split("=", 1)[0].isidentifier() for line in lines)
-    assert "capabilities=stage1-sync,stage1-resync" in lines
+    assert "capabilities=stage1-sync,stage1-resync,stage2-read-state" in lines
     assert not {"ok", "runtime_error"} & set(lines)
 
 
 def test_describe_exits_zero_even_without_a_store(tmp_path: Path) -> None:
     code, lines, _ = run("describe", path=tmp_path / "none" / "x.db")
-    assert code == 0 and "capabilities=stage1-sync,stage1-resync" in lines
+    assert code == 0 and "capabilities=stage1-sync,stage1-resync,stage2-read-state" in lines
 
 
 @pytest.mark.parametrize("op", sorted(CONTROL_OPS - {"export", "import"}))

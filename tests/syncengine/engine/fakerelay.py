@@ -31,6 +31,12 @@ from wire.http_v1.messages import (
     PushAck,
     PushResponse,
 )
+from wire.http_v1.read_state import (
+    ExactItem,
+    FrontierItem,
+    ReadStatePage,
+    ReadStateRequest,
+)
 
 HEADERS = {"Agmsg-Protocol-Version": "1", "Content-Type": "application/json"}
 SECRET = "fake-bearer-credential-0123456789"
@@ -83,6 +89,11 @@ class FakeRelay:
     roster: list[tuple[str, str]] = field(
         default_factory=lambda: sorted([(new_uuid7(), "alice"), (new_uuid7(), "bob")])
     )
+
+    #: Read state per member ID: the stored frontier and the exact wire IDs.
+    read_frontiers: dict[str, int] = field(default_factory=dict)
+    read_exact: dict[str, set[str]] = field(default_factory=dict)
+    read_requests: list[ReadStateRequest] = field(default_factory=list)
 
     # -- test controls -----------------------------------------------------------
 
@@ -197,6 +208,8 @@ class FakeRelay:
         if path == "/v1/members":
             members = tuple(Member(mid, name) for mid, name in sorted(self.roster))
             return reply(MembersDocument(self.binding(), len(self.roster), members).to_obj())
+        if path == "/v1/read-state/sync" and request.method == "POST":
+            return self.read_state(request)
         if path == "/v1/messages" and request.method == "POST":
             return self.post(request)
         if path == "/v1/messages":
@@ -235,6 +248,40 @@ class FakeRelay:
         self.posted_batches.append(len(batch.messages))
         response = PushResponse(self.binding(), self.history[-1].policy_revision, tuple(acks))
         return reply(response.to_obj())
+
+    def read_state(self, request: httpx.Request) -> httpx.Response:
+        """Merge (max / union), garbage-collect exact reads a frontier covers,
+        then serve one keyset page of every active member's items."""
+        body = ReadStateRequest.from_obj(json.loads(request.content))
+        self.read_requests.append(body)
+        active = {member_id for member_id, _ in self.roster}
+        for update in body.updates:
+            if update.member_id not in active or update.server_seq > self.current_seq:
+                return self.error(400, "invalid-request")
+        for update in body.updates:
+            mid = update.member_id
+            self.read_frontiers[mid] = max(self.read_frontiers.get(mid, 0), update.server_seq)
+            self.read_exact.setdefault(mid, set()).update(update.exact_wire_ids)
+        items: list[FrontierItem | ExactItem] = []
+        for mid in sorted(active):
+            frontier = max(self.read_frontiers.get(mid, 0), self.floor)
+            items.append(FrontierItem(mid, frontier))
+            for wire_id in sorted(self.read_exact.get(mid, set())):
+                stored = self.by_id.get(wire_id)
+                if stored is None or stored.seq > frontier:
+                    items.append(ExactItem(mid, wire_id))
+        if body.page_after is not None:
+            boundary = body.page_after.sort_key
+            items = [item for item in items if item.key.sort_key > boundary]
+        page, rest = items[: body.page_limit], items[body.page_limit :]
+        document = ReadStatePage(
+            self.binding(),
+            self.current_seq,
+            tuple(page),
+            page[-1].key if rest else None,
+            bool(rest),
+        )
+        return reply(document.to_obj())
 
     def get(self, request: httpx.Request) -> httpx.Response:
         after = int(request.url.params["after"])

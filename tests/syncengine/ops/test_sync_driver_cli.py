@@ -51,7 +51,10 @@ def test_capabilities_prints_one_record_advertising_every_sync_capability(path: 
     code, lines, _ = run(path, "capabilities", *_argv(new_key()))
     assert code == 0
     assert lines == [
-        {"type": "sync_driver_capabilities", "capabilities": ["stage1-sync", "stage1-resync"]}
+        {
+            "type": "sync_driver_capabilities",
+            "capabilities": ["stage1-sync", "stage1-resync", "stage2-read-state"],
+        }
     ]
 
 

@@ -1,0 +1,390 @@
+"""``read-prepare`` / ``read-apply`` / ``read-block`` / ``read-unblock``: the
+stage-2 read-state operations (read-state-synchronization.md; ADR 0006–0008;
+specs/read-state.md §4).
+
+Each is one storage transaction with named crash points. None of them
+touches the transport cursor, quarantine or import state; the local layer
+changes only through the projection of remote coverage
+(:mod:`syncengine.store.read_overlay`).
+
+**prepare** max-merges the authenticated floor into the overlay, then for
+each roster member computes the largest safe contiguous ``server_seq``
+prefix — it stops before the first blocking (or corrupt) quarantine entry,
+whose recipient nobody knows, before the first mapped message addressed to
+that member that local read state does not cover, and at the transport
+cursor, beyond which outcomes are not yet durable — and lists the member's
+promoted local reads above it. Messages to other members are vacuously
+covered. A member whose local name differs from the relay's name for its ID
+is durably blocked (``member-name-mismatch``) until the names agree again.
+
+**apply** takes one response snapshot and its page: frontiers max-merge,
+exact reads set-union (kept by wire ID even before their message arrives),
+coverage is projected onto messages already held, and exact facts are
+garbage-collected only when a durable mapping proves their sequence lies
+under the merged frontier — never by wire ID alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from syncengine.ops.bindings import BindingKey, SyncBinding, load_binding, sync_transaction
+from syncengine.ops.read_records import (
+    REASON_NAME_MISMATCH,
+    SyncReadApplyResult,
+    SyncReadBlock,
+    SyncReadBlocked,
+    SyncReadContext,
+    SyncReadExact,
+    SyncReadFrontier,
+    SyncReadSnapshot,
+    SyncReadUnblock,
+    SyncReadUnblocked,
+)
+from syncengine.ops.states import BindingState
+from syncengine.store import read_overlay as overlay
+from syncengine.store.errors import InvalidInput
+
+__all__ = [
+    "MAX_EXACT_PER_PREPARE",
+    "PrepareReadResult",
+    "apply_read_state",
+    "block_member",
+    "prepare_read_state",
+    "unblock_member",
+]
+
+#: At most this many exact reads leave one prepare (one request's budget).
+MAX_EXACT_PER_PREPARE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareReadResult:
+    frontiers: tuple[SyncReadFrontier, ...]
+    exact: tuple[SyncReadExact, ...]
+    blocked: tuple[SyncReadBlocked, ...]
+
+    def records(self) -> list[dict[str, Any]]:
+        return [
+            *(f.to_obj() for f in self.frontiers),
+            *(e.to_obj() for e in self.exact),
+            *(b.to_obj() for b in self.blocked),
+        ]
+
+
+def _binding(conn: Any, key: BindingKey) -> SyncBinding:
+    binding = load_binding(conn, key)
+    if binding is None or binding.state is not BindingState.ACTIVE:
+        raise InvalidInput(
+            "binding",
+            f"team {key.local_team!r} has no active binding to remote team {key.remote_team_id}",
+        )
+    return binding
+
+
+def _read_floor(conn: Any, binding_pk: int) -> int:
+    row = conn.execute(
+        "SELECT read_floor FROM sync_bindings WHERE binding_pk = ?", (binding_pk,)
+    ).fetchone()
+    return int(row[0])
+
+
+def _check_snapshot(binding: SyncBinding, floor: int, current: int, stored_floor: int) -> None:
+    """A snapshot that contradicts what this binding already holds is terminal."""
+    if floor < stored_floor:
+        raise InvalidInput(
+            "min_available_seq",
+            f"the relay's floor {floor} lies below the floor {stored_floor} it reported before",
+        )
+    if current < binding.transport_cursor:
+        raise InvalidInput(
+            "current_seq",
+            f"current_seq {current} lies below this store's transport cursor "
+            f"{binding.transport_cursor}",
+        )
+
+
+def _merge_floor(conn: Any, binding: SyncBinding, floor: int, now: str) -> set[int]:
+    stored = _read_floor(conn, binding.pk)
+    if floor <= stored:
+        return set()
+    conn.execute(
+        "UPDATE sync_bindings SET read_floor = ? WHERE binding_pk = ?", (floor, binding.pk)
+    )
+    return overlay.project_range(conn, binding.pk, stored, floor, None, now)
+
+
+def _roster_member(conn: Any, team_pk: int, member_id: str) -> tuple[int, str] | None:
+    row = conn.execute(
+        "SELECT member_pk, name FROM members WHERE team_pk = ? AND member_id = ? AND roster = 1",
+        (team_pk, member_id),
+    ).fetchone()
+    return None if row is None else (int(row[0]), str(row[1]))
+
+
+def _block_reason(conn: Any, binding_pk: int, member_id: str) -> str | None:
+    row = conn.execute(
+        "SELECT reason FROM read_blocks WHERE binding_pk = ? AND member_id = ?",
+        (binding_pk, member_id),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _set_block(
+    conn: Any, binding_pk: int, member_id: str, reason: str, detail: str, now: str
+) -> None:
+    conn.execute(
+        "INSERT INTO read_blocks (binding_pk, member_id, reason, detail, blocked_at)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (binding_pk, member_id) DO UPDATE SET"
+        " reason = excluded.reason, detail = excluded.detail, blocked_at = excluded.blocked_at"
+        " WHERE read_blocks.reason != excluded.reason OR read_blocks.detail != excluded.detail",
+        (binding_pk, member_id, reason, detail, now),
+    )
+
+
+def _first_blocking_seq(conn: Any, binding_pk: int, after: int) -> int | None:
+    """The lowest quarantined ``server_seq`` above ``after`` with no durable
+    import outcome: its recipient is unknown, so no member's prefix passes it."""
+    found = []
+    for sql in (
+        "SELECT min(server_seq) FROM sync_quarantine INDEXED BY sync_quarantine_blocking"
+        " WHERE binding_pk = ? AND server_seq > ? AND status IN ('unsupported_cipher',"
+        " 'pending_key', 'authentication_failed', 'malformed', 'policy_violation')",
+        "SELECT min(server_seq) FROM sync_quarantine INDEXED BY sync_quarantine_corrupt"
+        " WHERE binding_pk = ? AND server_seq > ? AND status = 'corrupt_state'",
+    ):
+        row = conn.execute(sql, (binding_pk, after)).fetchone()
+        if row[0] is not None:
+            found.append(int(row[0]))
+    return min(found) if found else None
+
+
+def _first_unread_seq(conn: Any, binding_pk: int, reader: int, after: int) -> int | None:
+    """The lowest mapped ``server_seq`` above ``after`` of a message addressed
+    to ``reader`` that local read state does not cover. The scan visits only
+    the reader's unread messages (above its local frontier, no exact read)."""
+    row = conn.execute(
+        """
+        SELECT min(s) FROM (
+            SELECT (SELECT p.server_seq FROM sync_push AS p
+                    WHERE p.binding_pk = :binding AND p.local_position = m.seq
+                      AND p.state = 'acked') AS s
+            FROM messages AS m
+            WHERE m.recipient_pk = :reader
+              AND m.seq > coalesce(
+                    (SELECT local_position FROM read_frontiers WHERE member_pk = :reader), 0)
+              AND NOT EXISTS (SELECT 1 FROM message_reads AS x
+                              WHERE x.reader_pk = :reader AND x.msg_seq = m.seq)
+            UNION ALL
+            SELECT (SELECT q.server_seq FROM sync_quarantine AS q
+                    WHERE q.binding_pk = :binding AND q.local_position = m.seq
+                      AND q.status = 'imported') AS s
+            FROM messages AS m
+            WHERE m.recipient_pk = :reader AND m.origin = 'imported'
+              AND m.seq > coalesce(
+                    (SELECT local_position FROM read_frontiers WHERE member_pk = :reader), 0)
+              AND NOT EXISTS (SELECT 1 FROM message_reads AS x
+                              WHERE x.reader_pk = :reader AND x.msg_seq = m.seq)
+        ) WHERE s > :after
+        """,
+        {"binding": binding_pk, "reader": reader, "after": after},
+    ).fetchone()
+    return None if row[0] is None else int(row[0])
+
+
+def _safe_prefix(conn: Any, binding: SyncBinding, reader: int, effective: int) -> int:
+    if binding.transport_cursor <= effective:
+        return effective
+    target = binding.transport_cursor
+    for hole in (
+        _first_blocking_seq(conn, binding.pk, effective),
+        _first_unread_seq(conn, binding.pk, reader, effective),
+    ):
+        if hole is not None:
+            target = min(target, hole - 1)
+    return max(target, effective)
+
+
+def prepare_read_state(
+    conn: Any, path: Path, key: BindingKey, context: SyncReadContext, now: str
+) -> PrepareReadResult:
+    """One transaction (``read.prepare.*``): the floor merged and projected,
+    name mismatches blocked, and each member's frontier and exact reads."""
+    frontiers: list[SyncReadFrontier] = []
+    exact: list[SyncReadExact] = []
+    blocked: list[SyncReadBlocked] = []
+    with sync_transaction(conn, path, "read.prepare") as conn:
+        binding = _binding(conn, key)
+        stored_floor = _read_floor(conn, binding.pk)
+        _check_snapshot(binding, context.min_available_seq, context.current_seq, stored_floor)
+        readers = _merge_floor(conn, binding, context.min_available_seq, now)
+        overlay.compact_readers(conn, readers)
+        budget = MAX_EXACT_PER_PREPARE
+        for member_id, relay_name in context.members:
+            local = _roster_member(conn, binding.team_pk, member_id)
+            if local is None:
+                continue  # no local row yet: nothing read here to report
+            reader, local_name = local
+            reason = _block_reason(conn, binding.pk, member_id)
+            if local_name != relay_name:
+                detail = f"the relay names this member {relay_name!r}, this store {local_name!r}"
+                _set_block(conn, binding.pk, member_id, REASON_NAME_MISMATCH, detail, now)
+                blocked.append(SyncReadBlocked(member_id, REASON_NAME_MISMATCH))
+                continue
+            if reason == REASON_NAME_MISMATCH:  # the names agree again
+                conn.execute(
+                    "DELETE FROM read_blocks WHERE binding_pk = ? AND member_id = ?",
+                    (binding.pk, member_id),
+                )
+            elif reason is not None:
+                blocked.append(SyncReadBlocked(member_id, reason))
+                continue
+            effective = overlay.effective_frontier(conn, binding.pk, member_id)
+            prefix = _safe_prefix(conn, binding, reader, effective)
+            pending = [
+                str(row[0])
+                for row in conn.execute(
+                    "SELECT wire_id FROM read_outbox INDEXED BY read_outbox_by_seq"
+                    " WHERE binding_pk = ? AND member_id = ? AND server_seq > ?"
+                    " ORDER BY server_seq, wire_id LIMIT ?",
+                    (binding.pk, member_id, prefix, budget),
+                )
+            ]
+            budget -= len(pending)
+            if prefix > effective or pending:
+                frontiers.append(SyncReadFrontier(member_id, prefix))
+                exact.extend(SyncReadExact(member_id, wire_id) for wire_id in pending)
+    return PrepareReadResult(tuple(frontiers), tuple(exact), tuple(blocked))
+
+
+def _mapped_seq(conn: Any, binding_pk: int, wire_id: str) -> int | None:
+    """The durable ``server_seq`` a wire ID maps to in this binding, if any."""
+    for sql in (
+        "SELECT server_seq FROM sync_push WHERE binding_pk = ? AND wire_id = ? AND state = 'acked'",
+        "SELECT server_seq FROM sync_quarantine WHERE binding_pk = ? AND wire_id = ?",
+    ):
+        row = conn.execute(sql, (binding_pk, wire_id)).fetchone()
+        if row is not None and row[0] is not None:
+            return int(row[0])
+    return None
+
+
+def _collect_garbage(conn: Any, binding_pk: int, member_id: str) -> None:
+    """Drop exact facts a durable mapping proves covered, and queued reads
+    the relay already holds (covered or known exactly)."""
+    effective = overlay.effective_frontier(conn, binding_pk, member_id)
+    covered = [
+        (binding_pk, member_id, str(row[0]))
+        for row in conn.execute(
+            "SELECT wire_id FROM read_remote_exact WHERE binding_pk = ? AND member_id = ?",
+            (binding_pk, member_id),
+        )
+        if (seq := _mapped_seq(conn, binding_pk, str(row[0]))) is not None and seq <= effective
+    ]
+    conn.executemany(
+        "DELETE FROM read_remote_exact WHERE binding_pk = ? AND member_id = ? AND wire_id = ?",
+        covered,
+    )
+    conn.execute(
+        "DELETE FROM read_outbox WHERE binding_pk = ?1 AND member_id = ?2 AND (server_seq <= ?3"
+        " OR wire_id IN (SELECT wire_id FROM read_remote_exact"
+        " WHERE binding_pk = ?1 AND member_id = ?2))",
+        (binding_pk, member_id, effective),
+    )
+
+
+def apply_read_state(
+    conn: Any,
+    path: Path,
+    key: BindingKey,
+    snapshot: SyncReadSnapshot,
+    items: Sequence[SyncReadFrontier | SyncReadExact],
+    now: str,
+) -> SyncReadApplyResult:
+    """One page of the relay's read state in one transaction (``read.apply.*``)."""
+    with sync_transaction(conn, path, "read.apply") as conn:
+        binding = _binding(conn, key)
+        stored_floor = _read_floor(conn, binding.pk)
+        _check_snapshot(binding, snapshot.min_available_seq, snapshot.current_seq, stored_floor)
+        seen_frontier: set[str] = set()
+        members: set[str] = set()
+        for index, item in enumerate(items):
+            where = f"item {index + 1}"
+            if _roster_member(conn, binding.team_pk, item.member_id) is None:
+                raise InvalidInput(
+                    f"{where}.member_id",
+                    f"member {item.member_id} is not on this team's roster",
+                )
+            if isinstance(item, SyncReadFrontier):
+                if item.member_id in seen_frontier:
+                    raise InvalidInput(f"{where}.member_id", "a member has one frontier per page")
+                if item.server_seq > snapshot.current_seq:
+                    raise InvalidInput(f"{where}.server_seq", "a frontier beyond current_seq")
+                seen_frontier.add(item.member_id)
+            members.add(item.member_id)
+        readers = _merge_floor(conn, binding, snapshot.min_available_seq, now)
+        for item in items:
+            if _block_reason(conn, binding.pk, item.member_id) == REASON_NAME_MISMATCH:
+                continue  # a name mismatch never authorizes advancing a frontier
+            before = overlay.effective_frontier(conn, binding.pk, item.member_id)
+            if isinstance(item, SyncReadFrontier):
+                if item.server_seq > before:
+                    conn.execute(
+                        "INSERT INTO read_remote_frontiers (binding_pk, member_id, server_seq)"
+                        " VALUES (?, ?, ?) ON CONFLICT (binding_pk, member_id) DO UPDATE SET"
+                        " server_seq = max(server_seq, excluded.server_seq)",
+                        (binding.pk, item.member_id, item.server_seq),
+                    )
+                    readers |= overlay.project_range(
+                        conn, binding.pk, before, item.server_seq, item.member_id, now
+                    )
+                continue
+            seq = _mapped_seq(conn, binding.pk, item.wire_id)
+            if seq is not None and seq <= before:
+                continue  # already covered by the frontier: nothing to keep
+            conn.execute(
+                "INSERT OR IGNORE INTO read_remote_exact (binding_pk, member_id, wire_id)"
+                " VALUES (?, ?, ?)",
+                (binding.pk, item.member_id, item.wire_id),
+            )
+            readers |= overlay.project_wire_reads(
+                conn, binding.pk, [(item.member_id, item.wire_id)], now
+            )
+        for member_id in sorted(members):
+            _collect_garbage(conn, binding.pk, member_id)
+        overlay.compact_readers(conn, readers)
+        floor = _read_floor(conn, binding.pk)
+    return SyncReadApplyResult(floor, len(members))
+
+
+def block_member(
+    conn: Any, path: Path, key: BindingKey, request: SyncReadBlock, now: str
+) -> SyncReadBlocked:
+    """Durably exclude a member from read-state mutations (``read.block.*``);
+    its local and remote facts are all kept."""
+    with sync_transaction(conn, path, "read.block") as conn:
+        binding = _binding(conn, key)
+        if _roster_member(conn, binding.team_pk, request.member_id) is None:
+            raise InvalidInput("member_id", f"member {request.member_id} is not on the roster")
+        detail = "the relay refused this member's exact reads (limit exceeded)"
+        if request.reason == REASON_NAME_MISMATCH:
+            detail = "blocked by request: local and relay names differ"
+        _set_block(conn, binding.pk, request.member_id, request.reason, detail, now)
+    return SyncReadBlocked(request.member_id, request.reason)
+
+
+def unblock_member(
+    conn: Any, path: Path, key: BindingKey, request: SyncReadUnblock
+) -> SyncReadUnblocked:
+    """The operator's explicit clearing of a block (``read.unblock.*``);
+    the next cycle either succeeds or blocks the member again."""
+    with sync_transaction(conn, path, "read.unblock") as conn:
+        binding = _binding(conn, key)
+        conn.execute(
+            "DELETE FROM read_blocks WHERE binding_pk = ? AND member_id = ?",
+            (binding.pk, request.member_id),
+        )
+    return SyncReadUnblocked(request.member_id)
