@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "status": "syncengine.cli.engine",
     "resync": "syncengine.cli.engine",
     "reprocess": "syncengine.cli.engine",
+    "read-state": "syncengine.cli.engine",
     "security": "syncengine.cli.engine",
     "send": "syncengine.cli.messages",
     "inbox": "syncengine.cli.messages",

@@ -147,6 +147,23 @@ def register(subparsers: Any) -> None:
     _common(reprocess)
     reprocess.set_defaults(handler=_reprocess)
 
+    read_state = subparsers.add_parser(
+        "read-state", help="read-state sync: clear a member's block after remedying it"
+    )
+    read_actions = read_state.add_subparsers(dest="action", metavar="ACTION")
+    read_actions.required = True
+    unblock = read_actions.add_parser(
+        "unblock",
+        help="let a blocked member's reads sync again (after remedying the cause)",
+        description="A member is blocked when the relay refused its out-of-order reads "
+        "(read-state-limit-exceeded): read or consume its oldest unread message, or "
+        "reprocess the quarantined one holding it back, then unblock. A name mismatch "
+        "clears by itself once the local and relay names agree.",
+    )
+    unblock.add_argument("--member", required=True, metavar="NAME")
+    _common(unblock)
+    unblock.set_defaults(handler=_read_state_unblock)
+
     security = subparsers.add_parser("security", help="local security history and identity")
     actions = security.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
@@ -284,6 +301,7 @@ def _pull_obj(report: Any) -> dict[str, Any]:
         "received": report.received,
         "outcomes": report.outcomes,
         "transport_cursor": str(report.transport_cursor),
+        "read_state": None if report.read_state is None else report.read_state.to_obj(),
     }
 
 
@@ -505,9 +523,29 @@ def _status_text(obj: dict[str, Any]) -> str:
             f"accepted gaps   {len(gaps)}; last {last['gap_start']}..{last['gap_end']} "
             f"({last['unavailable']} unavailable)"
         )
+    blocked = [m for m in obj["read_state"]["members"] if m["blocked"]]
+    for member in blocked:
+        lines.append(
+            f"read-state      {member['name']} blocked: {member['blocked']['reason']} "
+            f"({member['blocked']['detail']})"
+        )
     if obj["blocked_messages"]:
         lines.append(f"blocked         {len(obj['blocked_messages'])} message(s) too large")
     return "\n".join(lines)
+
+
+def _read_state_unblock(args: argparse.Namespace) -> int:
+    def work(engine: Any) -> int:
+        member_id = engine.unblock_read_state(args.member)
+        _emit(
+            args,
+            {"ok": True, "unblocked": {"name": args.member, "member_id": member_id}},
+            f"read-state sync of {args.member} ({member_id}) unblocked; the next sync "
+            "either succeeds or blocks it again",
+        )
+        return 0
+
+    return _locked(args, work)
 
 
 def _security_show(args: argparse.Namespace) -> int:

@@ -178,6 +178,24 @@ class EngineStatus:
             "failures_since_success": e.failures_since_success,
             "last_failure": last_failure,
             "resync_required": resync,
+            "read_state": {
+                "floor": str(self.sync.read_floor),
+                "members": [
+                    {
+                        "name": m.name,
+                        "member_id": m.member_id,
+                        "local_frontier": str(m.local_frontier),
+                        "remote_frontier": str(m.remote_frontier),
+                        "local_exact": m.local_exact,
+                        "remote_exact": m.remote_exact,
+                        "pending_upload": m.pending_upload,
+                        "blocked": None
+                        if m.blocked_reason is None
+                        else {"reason": m.blocked_reason, "detail": m.blocked_detail},
+                    }
+                    for m in self.sync.read_members
+                ],
+            },
             "accepted_gaps": [
                 {**gap.to_obj(), "unavailable": gap.unavailable} for gap in self.sync.accepted_gaps
             ],
@@ -459,6 +477,28 @@ class Engine:
             " (already applied)" if report.already_applied else "",
         )
         return report
+
+    def unblock_read_state(self, member: str) -> str:
+        """Clear a member's read-state block (the operator's explicit step,
+        read-state-synchronization.md "Limit failure and recovery"); returns
+        its member ID. The next cycle succeeds or blocks it again."""
+        from syncengine.ops.read_records import SyncReadUnblock
+        from syncengine.store import teams
+
+        with read_transaction(self.store.conn, self.store.path) as conn:
+            row = conn.execute(
+                "SELECT member_id FROM members WHERE team_pk = ? AND name = ? AND roster = 1",
+                (teams.team_pk(conn, self.connection.local_team), member),
+            ).fetchone()
+        if row is None:
+            raise ConfigurationError(
+                f"team {self.connection.local_team!r} has no roster member named {member!r}",
+                remediation="Name a member as 'syncengine status' lists it under read_state.",
+            )
+        member_id = str(row[0])
+        self.store.sync_unblock_read_state(self.connection.key, SyncReadUnblock(member_id))
+        _log.info("read-state.unblocked: member %s", member_id)
+        return member_id
 
     def status(self) -> EngineStatus:
         """The operator's view, from one snapshot; no network."""

@@ -5,7 +5,10 @@ counts of reservations and quarantine rows per durable state, the blocked
 messages by name (they hold the push cursor and need an operator), and the
 conflict count, and the retention gaps an operator accepted (so imported
 history and an accepted unavailable interval stay distinguishable). It is
-an operator query, not a hot path: the counts are
+an operator query, not a hot path. It also shows each roster member's
+read state: local frontier and exact exceptions above it, the effective
+remote frontier, the relay's exact reads, reads waiting for upload, and a
+block with its reason: the counts are
 grouped scans of the binding's rows.
 """
 
@@ -17,7 +20,7 @@ from typing import Any
 from syncengine.ops.bindings import BindingKey, SyncBinding, load_binding
 from syncengine.ops.resync import SyncResyncAudit
 
-__all__ = ["BlockedMessage", "SyncStatus", "sync_status"]
+__all__ = ["BlockedMessage", "MemberReadStatus", "SyncStatus", "sync_status"]
 
 #: At most this many blocked messages are listed by name.
 MAX_LISTED_BLOCKED = 100
@@ -34,6 +37,21 @@ class BlockedMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class MemberReadStatus:
+    """One roster member's read state on this binding (specs/read-state.md §8)."""
+
+    name: str
+    member_id: str
+    local_frontier: int
+    remote_frontier: int
+    local_exact: int
+    remote_exact: int
+    pending_upload: int
+    blocked_reason: str | None
+    blocked_detail: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class SyncStatus:
     binding: SyncBinding | None
     reservations: dict[str, int]
@@ -41,6 +59,8 @@ class SyncStatus:
     conflicts: int
     blocked: tuple[BlockedMessage, ...]
     accepted_gaps: tuple[SyncResyncAudit, ...] = ()
+    read_floor: int = 0
+    read_members: tuple[MemberReadStatus, ...] = ()
 
 
 def sync_status(conn: Any, key: BindingKey) -> SyncStatus:
@@ -78,4 +98,36 @@ def sync_status(conn: Any, key: BindingKey) -> SyncStatus:
         (binding.pk, binding.driver_generation, MAX_LISTED_GAPS),
     ).fetchall()
     accepted = tuple(SyncResyncAudit(row[0], row[1]) for row in reversed(gaps))
-    return SyncStatus(binding, reservations, quarantine, conflicts, blocked, accepted)
+    floor = conn.execute(
+        "SELECT read_floor FROM sync_bindings WHERE binding_pk = ?", (binding.pk,)
+    ).fetchone()[0]
+    members = tuple(
+        MemberReadStatus(*row)
+        for row in conn.execute(
+            """
+            SELECT r.name, r.member_id,
+                   coalesce((SELECT local_position FROM read_frontiers
+                             WHERE member_pk = r.member_pk), 0),
+                   max(:floor, coalesce((SELECT server_seq FROM read_remote_frontiers
+                             WHERE binding_pk = :b AND member_id = r.member_id), 0)),
+                   (SELECT count(*) FROM message_reads AS x JOIN messages AS m
+                      ON m.seq = x.msg_seq
+                    WHERE x.reader_pk = r.member_pk AND m.recipient_pk = r.member_pk
+                      AND x.msg_seq > coalesce((SELECT local_position FROM read_frontiers
+                                                WHERE member_pk = r.member_pk), 0)),
+                   (SELECT count(*) FROM read_remote_exact
+                    WHERE binding_pk = :b AND member_id = r.member_id),
+                   (SELECT count(*) FROM read_outbox
+                    WHERE binding_pk = :b AND member_id = r.member_id),
+                   k.reason, k.detail
+            FROM members AS r
+            LEFT JOIN read_blocks AS k ON k.binding_pk = :b AND k.member_id = r.member_id
+            WHERE r.team_pk = :team AND r.roster = 1
+            ORDER BY r.name
+            """,
+            {"b": binding.pk, "team": binding.team_pk, "floor": floor},
+        )
+    )
+    return SyncStatus(
+        binding, reservations, quarantine, conflicts, blocked, accepted, floor, members
+    )

@@ -16,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.crash import CRASH_EXIT_CODE, ENGINE_CRASH_POINTS, STAGE1_CRASH_POINTS
+from syncengine.crash import (
+    CRASH_EXIT_CODE,
+    ENGINE_CRASH_POINTS,
+    STAGE1_CRASH_POINTS,
+    STAGE2_CRASH_POINTS,
+)
 from tests.e2e.conftest import LeanTeam, exactly_once, relay_counts, run_cli
 from tests.relay.live import LiveRelay
 
@@ -41,6 +46,14 @@ REACHED_BY: dict[str, str | None] = {
     "binding.bind.after_commit": "sync",
     "binding.retire.before_commit": None,
     "binding.retire.after_commit": None,
+    "read.prepare.before_commit": "sync",
+    "read.prepare.after_commit": "sync",
+    "read.apply.before_commit": "sync",
+    "read.apply.after_commit": "sync",
+    "read.block.before_commit": None,
+    "read.block.after_commit": None,
+    "read.unblock.before_commit": None,
+    "read.unblock.after_commit": None,
     "engine.connect.credential_written": None,
     "engine.connect.before_commit": None,
     "engine.connect.after_commit": None,
@@ -59,7 +72,7 @@ REACHED_BY: dict[str, str | None] = {
 
 #: The storage contract's own points (send, mark read, import, …) belong to
 #: no sync cycle; crash_tests/test_store_crash_points.py proves them.
-CYCLE_POINTS = STAGE1_CRASH_POINTS + ENGINE_CRASH_POINTS
+CYCLE_POINTS = STAGE1_CRASH_POINTS + STAGE2_CRASH_POINTS + ENGINE_CRASH_POINTS
 
 
 def test_every_crash_point_has_an_engine_command_or_is_declared_unreachable() -> None:

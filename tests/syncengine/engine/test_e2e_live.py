@@ -310,3 +310,58 @@ def test_an_operator_resync_recovers_a_machine_behind_retention_and_a_late_joine
     assert c.cli(*late.split()[1:]).returncode == 0
     assert c.cli("pull").returncode == 0
     assert c.bodies() == ["b-local", "m6", "m7"]
+
+
+def _inbox(machine: Machine) -> list[dict[str, str]]:
+    shown = machine.cli("inbox", "crew", "bob", "--json")
+    assert shown.returncode == 0, shown.stderr
+    return [json.loads(line) for line in shown.stdout.splitlines()]
+
+
+def _read(machine: Machine, *bodies: str) -> None:
+    ids = [m["id"] for m in _inbox(machine) if m["body"] in bodies]
+    assert len(ids) == len(bodies)
+    marked = machine.cli("driver", "mark_read_batch", "crew", "bob", *ids)
+    assert marked.returncode == 0, marked.stdout + marked.stderr
+
+
+def _sync(*machines: Machine) -> None:
+    for machine in machines:
+        result = machine.cli("sync", "--json")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["pull"]["read_state"]["skipped"] is None
+
+
+def test_an_agents_reads_follow_it_across_machines_through_the_relay(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    """read-state-synchronization.md end to end through the real CLI: bob reads
+    three of five on A (one out of order) and sees only the other two on B;
+    a read on B flows back to A; a machine that joins later starts with bob's
+    read state; a retention floor above bob's frontier counts everything
+    below it as read everywhere."""
+    team = Team(live, tmp_path)
+    a, b = team.machine("a"), team.machine("b")
+    a.send("alice", "bob", *(f"m{i}" for i in range(1, 6)))
+    _sync(a, b)
+    _read(a, "m1", "m2", "m4")  # m4 out of order: an exact read above the frontier
+    _sync(a, b)
+    assert [m["body"] for m in _inbox(b)] == ["m3", "m5"]
+
+    _read(b, "m3")
+    _sync(b, a)
+    assert [m["body"] for m in _inbox(a)] == ["m5"]
+
+    c = team.machine("c")
+    _sync(c)
+    assert [m["body"] for m in _inbox(c)] == ["m5"]
+    status = json.loads(c.cli("status", "--json").stdout)
+    bob = next(m for m in status["read_state"]["members"] if m["name"] == "bob")
+    assert bob["remote_frontier"] == "4" and bob["blocked"] is None
+
+    a.send("alice", "bob", "m6", "m7", "m8")
+    _sync(a, b, c)
+    team.relay("retain", "--team", team.id, "--through", "7")
+    _sync(a, b, c)
+    for machine in (a, b, c):
+        assert [m["body"] for m in _inbox(machine)] == ["m8"], machine.name
