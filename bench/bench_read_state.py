@@ -1,0 +1,180 @@
+"""Read-state benchmark: prepare and apply cost the page, not the history.
+
+Builds two stores side by side — 10,000 and 1,000,000 imported messages by
+default — for one team of 100 roster members, each message addressed to one
+of them in turn, every member's local and remote frontier 8,000 sequences
+behind the tip. Each round (outside the timing) every member reads its next
+five unread messages, one of them out of order, so prepare has a frontier
+and an exact read to report for everyone; then, timed:
+
+* ``prepare`` — read-prepare of the 100-member context;
+* ``apply``   — read-apply of a page moving all 100 frontiers five messages
+  on, with one exact read each.
+
+The two sizes are interleaved round by round (A B A B …); the report gives
+the median of each side, the median of the per-round ratios large/small, the
+load average beside them, and the peak RSS of the process (this benchmark
+runs in one process). Target: every ratio ≤ 1.5.
+
+Run: ``.venv/bin/python bench/bench_read_state.py [--small N] [--large N] [--rounds R]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from syncengine.ids import new_uuid4, new_uuid7
+from syncengine.ops.bindings import BindingKey
+from syncengine.ops.read_records import (
+    SyncReadContext,
+    SyncReadExact,
+    SyncReadFrontier,
+    SyncReadSnapshot,
+)
+from syncengine.store import Store
+from syncengine.store.connection import write_transaction
+from syncengine.store.teams import adopt_roster, team_pk
+from wire.message import Message
+from wire.profiles import seal
+
+AT = "2026-01-01T00:00:00.000000Z"
+MEMBERS = 100
+BEHIND = 8000
+PER_ROUND = 5
+
+
+class World:
+    """One store and the relay-side facts the benchmark feeds it."""
+
+    def __init__(self, path: Path, size: int) -> None:
+        self.size = size
+        self.key = BindingKey("bench", new_uuid7(), new_uuid7(), 1)
+        self.members = [(new_uuid7(), f"agent{i:03d}") for i in range(MEMBERS)]
+        self.store = Store(path)
+        self._build()
+        # The relay's view: each member's frontier, advanced by apply rounds.
+        self.remote = {mid: size - BEHIND for mid, _ in self.members}
+
+    def _build(self) -> None:
+        store = self.store
+        store.init()
+        store.create_team("bench", ["sender"])
+        binding = store.sync_bind(self.key)
+        with write_transaction(store.conn, store.path) as conn:
+            adopt_roster(conn, team_pk(conn, "bench"), self.members, AT)
+        conn = store.conn
+        pks = {
+            name: pk for pk, name in conn.execute("SELECT member_pk, name FROM members").fetchall()
+        }
+        sender = pks["sender"]
+        recipients = [pks[name] for _, name in self.members]
+        blob = seal(Message("history", AT, "sender", "agent000"), "none").blob
+        size = self.size
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(
+            "INSERT INTO messages (seq, id, team_pk, sender_pk, recipient_pk, body, at, origin)"
+            " VALUES (?, ?, 1, ?, ?, 'history', ?, 'imported')",
+            ((n, f"h-{n}", sender, recipients[n % MEMBERS], AT) for n in range(1, size + 1)),
+        )
+        conn.executemany(
+            "INSERT INTO sync_quarantine (binding_pk, wire_id, server_seq, server_received_at,"
+            " envelope_v, cipher, key_id, blob, status, policy_revision, local_security_revision,"
+            " reason, local_position) VALUES (?, ?, ?, ?, 1, 'none', NULL, ?, 'imported', 0, 0,"
+            " NULL, ?)",
+            ((binding.pk, new_uuid4(), n, AT, blob, n) for n in range(1, size + 1)),
+        )
+        conn.executemany(
+            "INSERT INTO read_frontiers (member_pk, local_position) VALUES (?, ?)",
+            ((pk, size - BEHIND) for pk in recipients),
+        )
+        conn.executemany(
+            "INSERT INTO read_remote_frontiers (binding_pk, member_id, server_seq)"
+            " VALUES (?, ?, ?)",
+            ((binding.pk, mid, size - BEHIND) for mid, _ in self.members),
+        )
+        conn.execute(
+            "UPDATE sync_bindings SET transport_cursor = ?, revision = 2", (size,)
+        )
+        conn.execute("COMMIT")
+        conn.execute("ANALYZE")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def context(self) -> SyncReadContext:
+        return SyncReadContext(0, self.size, tuple(self.members), tuple(n for _, n in self.members))
+
+    def read_some(self) -> None:
+        """Every member reads its next unread messages, the last one skipping
+        a message (an exact read above a hole)."""
+        for _, name in self.members:
+            unread = self.store.list_unread("bench", name, PER_ROUND + 1)
+            chosen = [m.id for m in unread[: PER_ROUND - 1]] + [unread[PER_ROUND].id]
+            self.store.mark_read_batch("bench", name, chosen)
+
+    def page(self) -> list[SyncReadFrontier | SyncReadExact]:
+        """The relay moves every frontier PER_ROUND of that member's messages on."""
+        items: list[SyncReadFrontier | SyncReadExact] = []
+        for index, (mid, _) in enumerate(self.members):
+            self.remote[mid] += PER_ROUND * MEMBERS
+            items.append(SyncReadFrontier(mid, min(self.remote[mid], self.size)))
+            del index
+        return items
+
+    def prepare(self) -> float:
+        self.read_some()
+        start = time.perf_counter()
+        result = self.store.sync_prepare_read_state(self.key, self.context())
+        elapsed = time.perf_counter() - start
+        assert len(result.frontiers) == MEMBERS, len(result.frontiers)
+        return elapsed
+
+    def apply(self) -> float:
+        items = self.page()
+        start = time.perf_counter()
+        self.store.sync_apply_read_state(self.key, SyncReadSnapshot(0, self.size), items)
+        return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", type=int, default=10_000)
+    parser.add_argument("--large", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        worlds = {}
+        for size in (args.small, args.large):
+            start = time.perf_counter()
+            worlds[size] = World(Path(tmp) / f"s{size}.db", size)
+            print(f"built {size:,}-message store in {time.perf_counter() - start:.1f} s")
+        small, large = worlds[args.small], worlds[args.large]
+        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        for op in ("prepare", "apply"):
+            pairs = []
+            for _ in range(args.rounds):
+                a = getattr(small, op)()
+                b = getattr(large, op)()
+                pairs.append((a, b))
+            smalls = [a for a, _ in pairs]
+            larges = [b for _, b in pairs]
+            ratios = [b / a for a, b in pairs]
+            print(
+                f"{op:8s} {args.small:>9,}: {statistics.median(smalls) * 1000:7.1f} ms   "
+                f"{args.large:>9,}: {statistics.median(larges) * 1000:7.1f} ms   "
+                f"ratio median {statistics.median(ratios):.2f} "
+                f"(min {min(ratios):.2f}, max {max(ratios):.2f})"
+            )
+        for world in worlds.values():
+            world.store.close()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"peak RSS of the process tree (one process): {rss:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
