@@ -69,14 +69,14 @@ def active_bindings(conn: Any, team_pk: int) -> list[int]:
 
 def effective_frontier(conn: Any, binding_pk: int, member_id: str) -> int:
     """``max(stored remote frontier, authenticated floor)``."""
-    row = conn.execute(
-        "SELECT max(b.read_floor, coalesce(f.server_seq, 0)) FROM sync_bindings AS b"
-        " LEFT JOIN read_remote_frontiers AS f"
-        " ON f.binding_pk = b.binding_pk AND f.member_id = ?"
-        " WHERE b.binding_pk = ?",
-        (member_id, binding_pk),
+    floor = conn.execute(
+        "SELECT read_floor FROM sync_bindings WHERE binding_pk = ?", (binding_pk,)
     ).fetchone()
-    return int(row[0])
+    stored = conn.execute(
+        "SELECT server_seq FROM read_remote_frontiers WHERE binding_pk = ? AND member_id = ?",
+        (binding_pk, member_id),
+    ).fetchone()
+    return max(int(floor[0]), 0 if stored is None else int(stored[0]))
 
 
 def _is_read(conn: Any, reader: int, seq: int) -> bool:
@@ -160,10 +160,13 @@ def project_range(
         pairs.extend(
             (int(row[0]), int(row[1]))
             for row in conn.execute(
+                # CROSS JOIN fixes the order: the sequence range first, so
+                # the cost is the range, never a member's whole history.
                 f"SELECT m.recipient_pk, m.seq FROM {source} AS x"
-                " JOIN messages AS m ON m.seq = x.local_position"
-                " JOIN members AS r ON r.member_pk = m.recipient_pk AND r.roster = 1"
-                " WHERE x.binding_pk = :binding AND x.server_seq > :low"
+                " CROSS JOIN messages AS m CROSS JOIN members AS r"
+                " WHERE m.seq = x.local_position AND r.member_pk = m.recipient_pk"
+                " AND r.roster = 1"
+                " AND x.binding_pk = :binding AND x.server_seq > :low"
                 f" AND x.server_seq <= :high AND {condition}{clause}",
                 params,
             )
@@ -184,9 +187,10 @@ def project_wire_reads(
         ):
             row = conn.execute(
                 f"SELECT m.recipient_pk, m.seq FROM {source} AS x"
-                " JOIN messages AS m ON m.seq = x.local_position"
-                " JOIN members AS r ON r.member_pk = m.recipient_pk AND r.roster = 1"
-                f" WHERE x.binding_pk = ? AND x.wire_id = ? AND {condition} AND r.member_id = ?",
+                " CROSS JOIN messages AS m CROSS JOIN members AS r"
+                " WHERE m.seq = x.local_position AND r.member_pk = m.recipient_pk"
+                f" AND r.roster = 1 AND x.binding_pk = ? AND x.wire_id = ? AND {condition}"
+                " AND r.member_id = ?",
                 (binding_pk, wire_id, member_id),
             ).fetchone()
             if row is not None:
