@@ -98,9 +98,7 @@ class World:
             " VALUES (?, ?, ?)",
             ((binding.pk, mid, size - BEHIND) for mid, _ in self.members),
         )
-        conn.execute(
-            "UPDATE sync_bindings SET transport_cursor = ?, revision = 2", (size,)
-        )
+        conn.execute("UPDATE sync_bindings SET transport_cursor = ?, revision = 2", (size,))
         conn.execute("COMMIT")
         conn.execute("ANALYZE")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
