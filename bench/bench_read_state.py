@@ -16,6 +16,12 @@ the median of each side, the median of the per-round ratios large/small, the
 load average beside them, and the peak RSS of the process (this benchmark
 runs in one process). Target: every ratio ≤ 1.5.
 
+Then, against a relay process on 127.0.0.1 with a team of 1,000 members and
+one connected machine, interleaved: the message phase of an idle cycle
+(push and pull with nothing new) beside one read-state round (capabilities +
+members snapshot, roster adoption, prepare, POST, apply). Target: the round
+≤ 2× the idle message phase. Peak RSS here adds the relay process's VmHWM.
+
 Run: ``.venv/bin/python bench/bench_read_state.py [--small N] [--large N] [--rounds R]``.
 """
 
@@ -138,12 +144,84 @@ class World:
         return time.perf_counter() - start
 
 
+def relay_round(rounds: int) -> None:
+    """The 1,000-member read-state round beside the idle message phase."""
+    import json
+    from datetime import timedelta
+
+    from bench_e2e import relay_peak_mb, relay_process  # type: ignore[import-not-found]
+
+    from relay.limits import PAIRING_TOKEN_TTL_SECONDS
+    from relay.provisioning import parse_provisioning_document
+    from relay.secrets import hash_secret, new_pairing_token, timestamp, utc_now
+    from relay.storage.sqlite import SqliteRelayStore
+    from syncengine.engine import Engine
+    from syncengine.engine.connect import connect_store
+    from syncengine.engine.cycle import pull_all, push_once
+    from syncengine.http.credentials import Secret
+
+    with tempfile.TemporaryDirectory() as tmp, relay_process(Path(tmp)) as (endpoint, db, pid):
+        team_id = new_uuid7()
+        document = {
+            "team_id": team_id,
+            "team_name": "bench",
+            "members": [{"member_id": new_uuid7(), "name": f"agent{i:04d}"} for i in range(1000)],
+        }
+        relay = SqliteRelayStore(db)
+        try:
+            now = utc_now()
+            relay.apply_provisioning(
+                parse_provisioning_document(json.dumps(document).encode()), timestamp(now)
+            )
+            token = new_pairing_token()
+            relay.issue_pairing_token(
+                team_id,
+                hash_secret(token),
+                None,
+                timestamp(now),
+                timestamp(now + timedelta(seconds=PAIRING_TOKEN_TTL_SECONDS)),
+            )
+        finally:
+            relay.close()
+        store = Path(tmp) / "a.db"
+        connect_store(
+            store, endpoint=endpoint, token=Secret(token), team="bench", mode="plaintext-allowed"
+        )
+        with Engine(store) as engine:
+            engine.sync()  # warm: roster adopted, frontiers known
+            pairs = []
+            for _ in range(rounds):
+                start = time.perf_counter()
+                context = engine._context()
+                push_once(context, 100)
+                pull_all(context, 1000)
+                idle = time.perf_counter() - start
+                start = time.perf_counter()
+                report = engine._after_pull()
+                read = time.perf_counter() - start
+                assert report.skipped is None
+                pairs.append((idle, read))
+        ratios = [b / a for a, b in pairs]
+        print(
+            f"1,000-member read-state round: {statistics.median(b for _, b in pairs) * 1000:.1f} ms"
+            f"   idle message phase: {statistics.median(a for a, _ in pairs) * 1000:.1f} ms"
+            f"   ratio median {statistics.median(ratios):.2f}"
+            f" (min {min(ratios):.2f}, max {max(ratios):.2f})"
+        )
+        print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"relay peak RSS: {relay_peak_mb(pid):.0f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--large", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--round-only", action="store_true", help="only the relay round")
     args = parser.parse_args()
+    if args.round_only:
+        relay_round(args.rounds)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         worlds = {}
         for size in (args.small, args.large):
@@ -172,6 +250,7 @@ def main() -> None:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"peak RSS of the process tree (one process): {rss:.0f} MiB")
+    relay_round(args.rounds)
 
 
 if __name__ == "__main__":

@@ -125,12 +125,56 @@ def _roster_member(conn: Any, team_pk: int, member_id: str) -> tuple[int, str] |
     return None if row is None else (int(row[0]), str(row[1]))
 
 
-def _block_reason(conn: Any, binding_pk: int, member_id: str) -> str | None:
-    row = conn.execute(
-        "SELECT reason FROM read_blocks WHERE binding_pk = ? AND member_id = ?",
-        (binding_pk, member_id),
-    ).fetchone()
-    return None if row is None else str(row[0])
+@dataclass(slots=True)
+class _Member:
+    """One roster member's read-state facts on a binding, loaded at once."""
+
+    pk: int
+    name: str
+    stored: int
+    block: str | None
+    queued: bool
+    exact: bool
+
+
+def _members(conn: Any, binding: SyncBinding) -> dict[str, _Member]:
+    """Every roster member of the binding's team with its stored frontier,
+    block and whether it has queued or exact reads: one query for the whole
+    roster (≤ 1,000 rows) instead of several per member."""
+    queued = {
+        str(row[0])
+        for row in conn.execute(
+            "SELECT DISTINCT member_id FROM read_outbox WHERE binding_pk = ?", (binding.pk,)
+        )
+    }
+    exact = {
+        str(row[0])
+        for row in conn.execute(
+            "SELECT DISTINCT member_id FROM read_remote_exact WHERE binding_pk = ?", (binding.pk,)
+        )
+    }
+    stored = dict(
+        conn.execute(
+            "SELECT member_id, server_seq FROM read_remote_frontiers WHERE binding_pk = ?",
+            (binding.pk,),
+        ).fetchall()
+    )
+    blocks = dict(
+        conn.execute(
+            "SELECT member_id, reason FROM read_blocks WHERE binding_pk = ?", (binding.pk,)
+        ).fetchall()
+    )
+    return {
+        member_id: _Member(
+            pk, name, stored.get(member_id, 0), blocks.get(member_id), member_id in queued,
+            member_id in exact,
+        )
+        for member_id, pk, name in conn.execute(
+            "SELECT member_id, member_pk, name FROM members INDEXED BY members_roster"
+            " WHERE team_pk = ? AND roster = 1",
+            (binding.team_pk,),
+        )
+    }  # fmt: skip
 
 
 def _set_block(
@@ -195,14 +239,16 @@ def _first_unread_seq(conn: Any, binding_pk: int, reader: int, after: int) -> in
     return None if row[0] is None else int(row[0])
 
 
-def _safe_prefix(conn: Any, binding: SyncBinding, reader: int, effective: int) -> int:
+def _safe_prefix(
+    conn: Any, binding: SyncBinding, reader: int, effective: int, blocking: int | None
+) -> int:
+    """The prefix from ``effective`` up to the transport cursor, before the
+    first blocking entry (``blocking``) and the reader's first uncovered
+    message."""
     if binding.transport_cursor <= effective:
         return effective
     target = binding.transport_cursor
-    for hole in (
-        _first_blocking_seq(conn, binding.pk, effective),
-        _first_unread_seq(conn, binding.pk, reader, effective),
-    ):
+    for hole in (blocking, _first_unread_seq(conn, binding.pk, reader, effective)):
         if hole is not None:
             target = min(target, hole - 1)
     return max(target, effective)
@@ -223,36 +269,43 @@ def prepare_read_state(
         readers = _merge_floor(conn, binding, context.min_available_seq, now)
         overlay.compact_readers(conn, readers)
         budget = MAX_EXACT_PER_PREPARE
+        roster = _members(conn, binding)
+        floor = _read_floor(conn, binding.pk)
+        blocking: dict[int, int | None] = {}
         for member_id, relay_name in context.members:
-            local = _roster_member(conn, binding.team_pk, member_id)
+            local = roster.get(member_id)
             if local is None:
                 continue  # no local row yet: nothing read here to report
-            reader, local_name = local
-            reason = _block_reason(conn, binding.pk, member_id)
-            if local_name != relay_name:
-                detail = f"the relay names this member {relay_name!r}, this store {local_name!r}"
+            if local.name != relay_name:
+                detail = f"the relay names this member {relay_name!r}, this store {local.name!r}"
                 _set_block(conn, binding.pk, member_id, REASON_NAME_MISMATCH, detail, now)
                 blocked.append(SyncReadBlocked(member_id, REASON_NAME_MISMATCH))
                 continue
-            if reason == REASON_NAME_MISMATCH:  # the names agree again
+            if local.block == REASON_NAME_MISMATCH:  # the names agree again
                 conn.execute(
                     "DELETE FROM read_blocks WHERE binding_pk = ? AND member_id = ?",
                     (binding.pk, member_id),
                 )
-            elif reason is not None:
-                blocked.append(SyncReadBlocked(member_id, reason))
+            elif local.block is not None:
+                blocked.append(SyncReadBlocked(member_id, local.block))
                 continue
-            effective = overlay.effective_frontier(conn, binding.pk, member_id)
-            prefix = _safe_prefix(conn, binding, reader, effective)
-            pending = [
-                str(row[0])
-                for row in conn.execute(
-                    "SELECT wire_id FROM read_outbox INDEXED BY read_outbox_by_seq"
-                    " WHERE binding_pk = ? AND member_id = ? AND server_seq > ?"
-                    " ORDER BY server_seq, wire_id LIMIT ?",
-                    (binding.pk, member_id, prefix, budget),
-                )
-            ]
+            effective = max(local.stored, floor)
+            prefix = effective
+            if binding.transport_cursor > effective:
+                if effective not in blocking:  # shared by members at the same frontier
+                    blocking[effective] = _first_blocking_seq(conn, binding.pk, effective)
+                prefix = _safe_prefix(conn, binding, local.pk, effective, blocking[effective])
+            pending: list[str] = []
+            if local.queued and budget > 0:
+                pending = [
+                    str(row[0])
+                    for row in conn.execute(
+                        "SELECT wire_id FROM read_outbox INDEXED BY read_outbox_by_seq"
+                        " WHERE binding_pk = ? AND member_id = ? AND server_seq > ?"
+                        " ORDER BY server_seq, wire_id LIMIT ?",
+                        (binding.pk, member_id, prefix, budget),
+                    )
+                ]
             budget -= len(pending)
             if prefix > effective or pending:
                 frontiers.append(SyncReadFrontier(member_id, prefix))
@@ -309,11 +362,12 @@ def apply_read_state(
         binding = _binding(conn, key)
         stored_floor = _read_floor(conn, binding.pk)
         _check_snapshot(binding, snapshot.min_available_seq, snapshot.current_seq, stored_floor)
+        roster = _members(conn, binding)
         seen_frontier: set[str] = set()
         members: set[str] = set()
         for index, item in enumerate(items):
             where = f"item {index + 1}"
-            if _roster_member(conn, binding.team_pk, item.member_id) is None:
+            if item.member_id not in roster:
                 raise InvalidInput(
                     f"{where}.member_id",
                     f"member {item.member_id} is not on this team's roster",
@@ -326,10 +380,13 @@ def apply_read_state(
                 seen_frontier.add(item.member_id)
             members.add(item.member_id)
         readers = _merge_floor(conn, binding, snapshot.min_available_seq, now)
+        floor = _read_floor(conn, binding.pk)
+        touched: set[str] = set()
         for item in items:
-            if _block_reason(conn, binding.pk, item.member_id) == REASON_NAME_MISMATCH:
+            local = roster[item.member_id]
+            if local.block == REASON_NAME_MISMATCH:
                 continue  # a name mismatch never authorizes advancing a frontier
-            before = overlay.effective_frontier(conn, binding.pk, item.member_id)
+            before = max(local.stored, floor)
             if isinstance(item, SyncReadFrontier):
                 if item.server_seq > before:
                     conn.execute(
@@ -338,10 +395,12 @@ def apply_read_state(
                         " server_seq = max(server_seq, excluded.server_seq)",
                         (binding.pk, item.member_id, item.server_seq),
                     )
+                    local.stored = item.server_seq
                     readers |= overlay.project_range(
                         conn, binding.pk, before, item.server_seq, item.member_id, now
                     )
                 continue
+            touched.add(item.member_id)
             seq = _mapped_seq(conn, binding.pk, item.wire_id)
             if seq is not None and seq <= before:
                 continue  # already covered by the frontier: nothing to keep
@@ -354,10 +413,11 @@ def apply_read_state(
                 conn, binding.pk, [(item.member_id, item.wire_id)], now
             )
         for member_id in sorted(members):
-            _collect_garbage(conn, binding.pk, member_id)
+            local = roster[member_id]
+            if local.queued or local.exact or member_id in touched:
+                _collect_garbage(conn, binding.pk, member_id)
         overlay.compact_readers(conn, readers)
-        floor = _read_floor(conn, binding.pk)
-    return SyncReadApplyResult(floor, len(members))
+    return SyncReadApplyResult(max(floor, snapshot.min_available_seq), len(members))
 
 
 def block_member(

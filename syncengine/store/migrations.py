@@ -401,6 +401,7 @@ def _v7_remote_read_overlay(conn: Any) -> None:
             WHERE local_position IS NOT NULL;
         CREATE INDEX sync_quarantine_corrupt ON sync_quarantine (binding_pk, server_seq)
             WHERE status = 'corrupt_state';
+        CREATE INDEX members_roster ON members (team_pk, member_id) WHERE roster = 1;
         """
     )
 

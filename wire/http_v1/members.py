@@ -114,7 +114,9 @@ class MembersDocument:
     members_revision: int
     members: tuple[Member, ...]
 
-    def validate(self, field: str = "members") -> MembersDocument:
+    def validate(self, field: str = "members", *, deep: bool = True) -> MembersDocument:
+        """The document's own rules; ``deep=False`` skips re-checking each
+        member, which :meth:`from_obj` has just checked while parsing it."""
         self.binding.validate(field)
         format_seq(self.members_revision, join_field(field, "members_revision"))
         at = join_field(field, "members")
@@ -124,7 +126,8 @@ class MembersDocument:
         owners: set[str] = set()
         for index, member in enumerate(self.members):
             here = join_field(at, index)
-            member.validate(here)
+            if deep:
+                member.validate(here)
             if index and member.member_id <= self.members[index - 1].member_id:
                 raise SchemaError(
                     join_field(here, "member_id"), "members must be strictly ascending by member_id"
@@ -166,4 +169,4 @@ class MembersDocument:
         members = tuple(
             Member.from_obj(item, join_field(at, index)) for index, item in enumerate(items)
         )
-        return cls(binding, revision, members).validate(field)
+        return cls(binding, revision, members).validate(field, deep=False)

@@ -293,7 +293,9 @@ class ReadStatePage:
     next_page_after: PageKey | None
     has_more: bool
 
-    def validate(self, field: str = "page") -> ReadStatePage:
+    def validate(self, field: str = "page", *, deep: bool = True) -> ReadStatePage:
+        """The page's rules; ``deep=False`` skips re-checking each item's
+        scalars, which :meth:`from_obj` has just checked while parsing."""
         self.binding.validate(field)
         format_seq(self.current_seq, join_field(field, "current_seq"))
         floor = self.binding.min_available_seq
@@ -308,7 +310,8 @@ class ReadStatePage:
             here = join_field(at, index)
             if not isinstance(item, FrontierItem | ExactItem):
                 raise SchemaError(here, "must be a frontier or exact item")
-            item.validate(here)
+            if deep:
+                item.validate(here)
             if isinstance(item, FrontierItem) and not floor <= item.server_seq <= self.current_seq:
                 raise SchemaError(
                     join_field(here, "server_seq"),
@@ -368,7 +371,7 @@ class ReadStatePage:
             else PageKey.from_obj(raw_cursor, join_field(field, "next_page_after"), closed=False)
         )
         has_more = expect_bool(obj["has_more"], join_field(field, "has_more"))
-        return cls(binding, current, items, cursor, has_more).validate(field)
+        return cls(binding, current, items, cursor, has_more).validate(field, deep=False)
 
 
 @dataclass(slots=True)
