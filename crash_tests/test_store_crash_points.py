@@ -41,6 +41,7 @@ import pytest
 from syncengine.crash import CRASH_EXIT_CODE, STORE_CRASH_POINTS
 from syncengine.ids import new_uuid7
 from syncengine.store import Conflict, Store, UnknownTeam
+from syncengine.store.errors import UnknownAgent
 from syncengine.store.messages import log_tip
 
 REPO = Path(__file__).resolve().parents[1]
@@ -333,6 +334,30 @@ def _compact_setup(store: Store, _: Path) -> list[Any]:
     return []
 
 
+# team.rename_member
+
+
+def _rename_member_setup(store: Store, _: Path) -> list[Any]:
+    ids = _base(store)
+    store.mark_read_batch("dev", "bob", [ids[0]])
+    return ["dev", "bob", "robert"]
+
+
+def _rename_member_effect(store: Store, args: list[Any]) -> None:
+    assert sorted(m.name for m in store.team("dev").members) == ["alice", "robert"]
+    assert store.read_cursor_get("dev", "robert") == "1"  # reads followed the row
+    assert [m.body for m in store.list_unread("dev", "robert")] == ["three", "four"]
+    assert store.list_unread("dev", "bob") == []
+
+
+def _rename_member_retry(store: Store, args: list[Any], committed: bool) -> None:
+    if committed:
+        with pytest.raises(UnknownAgent):
+            store.rename_member(*args)
+    else:
+        store.rename_member(*args)
+
+
 def _compact_effect(store: Store, args: list[Any]) -> None:
     rows = store.conn.execute("SELECT read_seq, msg_seq FROM message_reads ORDER BY 1").fetchall()
     assert [tuple(r) for r in rows] == [(1, 1), (4, 3)]  # the earliest of each kept
@@ -348,6 +373,9 @@ OPERATIONS: dict[str, Operation] = {
     "team.create": Operation("create_team", _create_setup, _create_effect, _create_retry),
     "team.add_members": Operation("add_members", _add_setup, _add_effect, _add_retry),
     "team.rename": Operation("rename_team", _rename_setup, _rename_effect, _rename_retry),
+    "team.rename_member": Operation(
+        "rename_member", _rename_member_setup, _rename_member_effect, _rename_member_retry
+    ),
     "store.send": Operation("send", _send_setup, _send_effect, _send_retry, idempotent=False),
     "store.mark_read": Operation("mark_read_batch", _mark_setup, _mark_effect, _mark_retry),
     "store.consume": Operation(

@@ -102,6 +102,7 @@ STORE_CRASH_POINTS: tuple[str, ...] = tuple(
         "team.create",
         "team.add_members",
         "team.rename",
+        "team.rename_member",
         "store.send",
         "store.mark_read",
         "store.consume",

@@ -40,6 +40,18 @@ def register(subparsers: Any) -> None:
     rename.add_argument("new")
     rename.set_defaults(handler=_rename)
 
+    rename_member = actions.add_parser(
+        "rename-member",
+        help="rename one agent (its messages, reads and relay member ID follow)",
+        description="Rename a local agent in one transaction. Use it to follow a rename "
+        "on the relay: until the names agree, that member's read state does not sync.",
+    )
+    rename_member.add_argument("--store", metavar="PATH", default=argparse.SUPPRESS)
+    rename_member.add_argument("team")
+    rename_member.add_argument("old")
+    rename_member.add_argument("new")
+    rename_member.set_defaults(handler=_rename_member)
+
     listing = actions.add_parser("list", help="list teams and members")
     listing.add_argument("--store", metavar="PATH", default=argparse.SUPPRESS)
     listing.add_argument("--json", action="store_true", help="machine-readable output")
@@ -87,6 +99,14 @@ def _rename(args: argparse.Namespace) -> int:
     def action(store: Any) -> None:
         team = store.rename_team(args.old, args.new)
         print(f"renamed team {args.old} to {team.name} ({team.team_id})")
+
+    return _guard(args, action)
+
+
+def _rename_member(args: argparse.Namespace) -> int:
+    def action(store: Any) -> None:
+        store.rename_member(args.team, args.old, args.new)
+        print(f"renamed {args.old} to {args.new} in team {args.team}")
 
     return _guard(args, action)
 

@@ -418,7 +418,8 @@ class Engine:
         return len(self._adopt_roster(self.client.members()))
 
     def _adopt_roster(self, document: Any) -> list[tuple[str, str]]:
-        """One transaction (``engine.roster.*``); returns the pairs adopted."""
+        """One transaction (``engine.roster.*``); returns the pairs this store
+        now holds on its roster."""
         from syncengine.engine.connect import roster_pairs
         from syncengine.store import teams
 
@@ -426,11 +427,20 @@ class Engine:
         team = self.connection.local_team
         now = _now()
 
-        def adopt(conn: Any) -> int:
-            return teams.adopt_roster(conn, teams.team_pk(conn, team), roster, now)
+        def adopt(conn: Any) -> set[str]:
+            key = teams.team_pk(conn, team)
+            teams.adopt_roster(conn, key, roster, now)
+            return {
+                str(row[0])
+                for row in conn.execute(
+                    "SELECT member_id FROM members WHERE team_pk = ? AND roster = 1", (key,)
+                )
+            }
 
-        self._write("engine.roster", adopt)
-        return roster
+        held = self._write("engine.roster", adopt)
+        # A relay member this store could not take (its name is another
+        # member's for good) has no local row: its read state is not ours.
+        return [(member_id, name) for member_id, name in roster if member_id in held]
 
     def sync(
         self, push_limit: int = STEADY_PUSH_LIMIT, page_limit: int = PULL_PAGE_LIMIT

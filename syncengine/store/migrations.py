@@ -362,7 +362,9 @@ def _v7_remote_read_overlay(conn: Any) -> None:
       kept even before their message arrives;
     * ``read_outbox`` — local exact reads promoted to an acknowledged wire ID
       and sequence, waiting to be uploaded;
-    * ``read_blocks`` — members excluded from read-state mutations, and why.
+    * ``read_blocks`` — members excluded from read-state mutations, and why;
+    * ``members.relay_bound`` — the member ID came from the relay's roster, so
+      the name is that member's for good (never rebound to another member).
     """
     conn.execute(
         """
@@ -402,6 +404,10 @@ def _v7_remote_read_overlay(conn: Any) -> None:
         CREATE INDEX sync_quarantine_corrupt ON sync_quarantine (binding_pk, server_seq)
             WHERE status = 'corrupt_state';
         CREATE INDEX members_roster ON members (team_pk, member_id) WHERE roster = 1;
+        ALTER TABLE members ADD COLUMN relay_bound INTEGER NOT NULL DEFAULT 0
+            CHECK (relay_bound IN (0, 1));
+        UPDATE members SET relay_bound = 1
+            WHERE roster = 1 AND team_pk IN (SELECT team_pk FROM engine_bindings);
         """
     )
 

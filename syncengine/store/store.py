@@ -212,6 +212,12 @@ class Store:
         with write_transaction(self.conn, self.path, "team.create") as conn:
             return teams.create_team(conn, name, tuple(members), _now())
 
+    def rename_member(self, team: str, old: str, new: str) -> None:
+        """Rename one agent; its messages, reads and relay member ID follow
+        (one transaction)."""
+        with write_transaction(self.conn, self.path, "team.rename_member") as conn:
+            teams.rename_member(conn, team, old, new)
+
     def add_members(self, team: str, members: Sequence[str]) -> Team:
         with write_transaction(self.conn, self.path, "team.add_members") as conn:
             return teams.add_members(conn, team, tuple(members), _now())

@@ -21,6 +21,7 @@ These functions run inside a transaction the caller opened.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from syncengine.ids import new_uuid7
@@ -43,9 +44,12 @@ __all__ = [
     "intern_team",
     "list_teams",
     "member_pk",
+    "rename_member",
     "rename_team",
     "team_pk",
 ]
+
+_log = logging.getLogger("syncengine.store")
 
 #: server/spec/v1.md "GET /v1/members": at most 1,000 active members a team.
 MAX_MEMBERS = 1000
@@ -225,38 +229,90 @@ def adopt_roster(conn: Any, key: int, roster: list[tuple[str, str]], now: str) -
     """Take the relay's authenticated roster (``GET /v1/members``) as this
     team's roster: ``(member_id, name)`` pairs. Returns how many rows changed.
 
-    A member already known by ID keeps its row (a rename on the relay is the
-    read-state layer's business, read-state-synchronization.md); a name
-    known only locally adopts the relay's immutable member ID, so every
-    machine of the team agrees on it; anything else is inserted. Members are
-    never taken from message sender/recipient strings.
+    - A member known by ID keeps its row and its local name: a rename on
+      the relay is resolved by the read-state layer's name check (blocked
+      until the local name agrees, specs/read-state.md §9.4).
+    - A name known only locally (from ``team create`` or messages) adopts
+      the relay's immutable member ID, so every machine agrees on it.
+    - A name already bound to *another* relay member is never rebound
+      (v1: retired names are not reused): the new member is left out, with a
+      warning, until an operator renames the local row.
+    - A relay-bound member absent from the roster is retired (``roster = 0``):
+      its messages stay, its read-state overlay is no longer consulted.
+
+    Members are never taken from message sender/recipient strings.
     """
     conn.execute("UPDATE teams SET registered = 1 WHERE team_pk = ? AND registered = 0", (key,))
     changed: int = conn.changes()
     for member_id, name in roster:
         by_id = conn.execute(
-            "SELECT member_pk, team_pk, roster FROM members WHERE member_id = ?", (member_id,)
+            "SELECT member_pk, team_pk, roster, relay_bound FROM members WHERE member_id = ?",
+            (member_id,),
         ).fetchone()
         if by_id is not None:
             if by_id[1] != key:
                 raise Conflict(f"member ID {member_id} already belongs to another local team")
-            if not by_id[2]:
-                conn.execute("UPDATE members SET roster = 1 WHERE member_pk = ?", (by_id[0],))
+            if not by_id[2] or not by_id[3]:
+                conn.execute(
+                    "UPDATE members SET roster = 1, relay_bound = 1 WHERE member_pk = ?",
+                    (by_id[0],),
+                )
                 changed += 1
             continue
-        pk = find_member(conn, key, name)
-        if pk is None:
+        row = conn.execute(
+            "SELECT member_pk, relay_bound FROM members WHERE team_pk = ? AND name = ?",
+            (key, name),
+        ).fetchone()
+        if row is None:
             conn.execute(
-                "INSERT INTO members (team_pk, member_id, name, created_at) VALUES (?, ?, ?, ?)",
+                "INSERT INTO members (team_pk, member_id, name, created_at, relay_bound)"
+                " VALUES (?, ?, ?, ?, 1)",
                 (key, member_id, name, now),
             )
+        elif row[1]:
+            _log.warning(
+                "relay member %s is named %r, a name this store holds for another member; "
+                "it is left out until the local member is renamed",
+                member_id,
+                name,
+            )
+            continue
         else:
             conn.execute(
-                "UPDATE members SET member_id = ?, roster = 1 WHERE member_pk = ?",
-                (member_id, pk),
+                "UPDATE members SET member_id = ?, roster = 1, relay_bound = 1 WHERE member_pk = ?",
+                (member_id, row[0]),
             )
         changed += 1
+    ids = [member_id for member_id, _ in roster]
+    marks = ",".join("?" * len(ids)) or "NULL"
+    conn.execute(
+        "UPDATE members SET roster = 0 WHERE team_pk = ? AND relay_bound = 1 AND roster = 1"
+        f" AND member_id NOT IN ({marks})",
+        (key, *ids),
+    )
+    changed += conn.changes()
     return changed
+
+
+def rename_member(conn: Any, team: str, old: str, new: str) -> None:
+    """Rename one agent of a team in one statement: its messages, reads,
+    frontier and relay association follow the row (read-state-synchronization.md
+    "a successful local rename MUST atomically migrate …"). The new name must
+    be free in the team, so a retired name is never reused."""
+    check_local_team(team, "team")
+    check_local_agent(old, "old")
+    check_local_agent(new, "new")
+    key = find_team(conn, team)
+    if key is None:
+        raise UnknownTeam(team)
+    pk = find_member(conn, key, old)
+    if pk is None:
+        raise UnknownAgent(team, old, "old")
+    if old == new:
+        raise InvalidInput("new", "the new name equals the current name")
+    if find_member(conn, key, new) is not None:
+        raise Conflict(f"team {team!r} already has a member named {new!r}")
+    conn.execute("UPDATE members SET name = ? WHERE member_pk = ?", (new, pk))
 
 
 def rename_team(conn: Any, old: str, new: str) -> Team:

@@ -195,3 +195,39 @@ def test_a_local_message_is_never_covered_before_the_relay_acknowledges_it(
     relay.read_frontiers[member_id(relay, "bob")] = 1
     engine.pull()  # pull only: the local message is not pushed
     assert unread(engine) == ["local only"]
+
+
+def test_a_relay_rename_blocks_that_members_reads_until_the_local_name_follows(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    ids = deliver(engine, relay, 3)
+    bob = member_id(relay, "bob")
+    relay.roster = [(mid, "robert" if mid == bob else name) for mid, name in relay.roster]
+    mark(engine, ids[0])
+    report = engine.pull().read_state
+    assert report is not None and report.blocked == {bob: "member-name-mismatch"}
+    assert relay.read_frontiers.get(bob, 0) == 0  # nothing sent for the renamed member
+    with Store(engine.store.path) as store:
+        store.rename_member("crew", "bob", "robert")
+    report = engine.pull().read_state
+    assert report is not None and report.blocked == {}
+    assert relay.read_frontiers[bob] == 1
+    with Store(engine.store.path) as store:
+        assert [m.body for m in store.list_unread("crew", "robert")] == ["m1", "m2"]
+
+
+def test_a_retired_members_name_is_never_rebound_to_another_member(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    from syncengine.ids import new_uuid7
+
+    engine = make_engine()
+    bob = member_id(relay, "bob")
+    newcomer = new_uuid7()
+    relay.roster = [(mid, n) for mid, n in relay.roster if mid != bob] + [(newcomer, "bob")]
+    engine.pull()
+    rows = engine.store.conn.execute(
+        "SELECT member_id, roster FROM members WHERE name = 'bob'"
+    ).fetchall()
+    assert [tuple(r) for r in rows] == [(bob, 0)]  # retired, still bob's, not the newcomer's
