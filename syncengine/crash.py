@@ -60,7 +60,7 @@ STAGE1_CRASH_POINTS: tuple[str, ...] = (
     "binding.retire.after_commit",
 )
 
-#: The stage-2 read-state operations' crash points (specs/read-state.md §6;
+#: The stage-2 read-state operations' crash points (specs/read-state.md §7;
 #: proven by crash_tests/test_read_state_crash_points.py).
 STAGE2_CRASH_POINTS: tuple[str, ...] = tuple(
     f"read.{name}.{when}_commit"

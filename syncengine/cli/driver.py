@@ -14,7 +14,7 @@ Framing follows the contract exactly:
 * the Stage-1 sync verbs (``capabilities``, ``prepare``, ``reconcile``,
   ``apply``, ``reprocess``, ``resync-status``, ``resync``; the read-state
   verbs ``read-prepare``, ``read-apply``, ``read-block``, ``read-unblock``;
-  specs/sync-stage1.md §7, specs/read-state.md §5) take the binding on
+  specs/sync-stage1.md §7, specs/read-state.md §6) take the binding on
   argv — ``<local-team> <server-instance-id> <remote-team-id>
   <protocol-version>`` — read and write JSONL, print data only and exit
   with the upstream adapter codes (2 usage, 11 busy, 12 corrupt_state,

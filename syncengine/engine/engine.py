@@ -399,7 +399,7 @@ class Engine:
 
     def _after_pull(self) -> ReadStateReport:
         """The relay's roster adopted, then the read-state phase on the same
-        authenticated snapshot (specs/read-state.md §7)."""
+        authenticated snapshot (specs/read-state.md §8)."""
         from syncengine.engine import read_sync
 
         if not read_sync.supported():

@@ -1,6 +1,6 @@
 """The engine's read-state phase, after the message phase of every ``pull``,
 ``sync`` and ``run`` cycle (read-state-synchronization.md "HTTP operation",
-"Limit failure and recovery"; UPSTREAM-RECORDS §5.2 step 9; specs/read-state.md §7).
+"Limit failure and recovery"; UPSTREAM-RECORDS §5.2 step 9; specs/read-state.md §8).
 
 1. (by the caller, which also adopts the roster from it) one consistent
    authenticated snapshot: ``GET /v1/capabilities`` and

@@ -1,6 +1,6 @@
 """``read-prepare`` / ``read-apply`` / ``read-block`` / ``read-unblock``: the
 stage-2 read-state operations (read-state-synchronization.md; ADR 0006–0008;
-specs/read-state.md §4).
+specs/read-state.md §5).
 
 Each is one storage transaction with named crash points. None of them
 touches the transport cursor, quarantine or import state; the local layer

@@ -38,7 +38,7 @@ class BlockedMessage:
 
 @dataclass(frozen=True, slots=True)
 class MemberReadStatus:
-    """One roster member's read state on this binding (specs/read-state.md §8)."""
+    """One roster member's read state on this binding (specs/read-state.md §9)."""
 
     name: str
     member_id: str

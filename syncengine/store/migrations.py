@@ -348,7 +348,7 @@ def _v6_resync_audits(conn: Any) -> None:
 
 def _v7_remote_read_overlay(conn: Any) -> None:
     """The remote read-state overlay of each binding (read-state-synchronization.md
-    "Store-owned composite frontier"; specs/read-state.md §2).
+    "Store-owned composite frontier"; specs/read-state.md §3).
 
     Keyed by binding and the relay's immutable member ID, separate from the
     local read layer (``message_reads``/``read_frontiers``), from transport

@@ -1,6 +1,6 @@
 """The remote read overlay and its two bridges to the local read layer
 (read-state-synchronization.md "Store-owned composite frontier", "Wire-ID
-promotion and atomicity", "Retention floor"; specs/read-state.md §3).
+promotion and atomicity", "Retention floor"; specs/read-state.md §4).
 
 A message is read for its recipient when the local layer covers it (its
 frontier or an exact read), or when the active binding's overlay covers its

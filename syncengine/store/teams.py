@@ -231,7 +231,7 @@ def adopt_roster(conn: Any, key: int, roster: list[tuple[str, str]], now: str) -
 
     - A member known by ID keeps its row and its local name: a rename on
       the relay is resolved by the read-state layer's name check (blocked
-      until the local name agrees, specs/read-state.md §9.4).
+      until the local name agrees, specs/read-state.md §10.4).
     - A name known only locally (from ``team create`` or messages) adopts
       the relay's immutable member ID, so every machine agrees on it.
     - A name already bound to *another* relay member is never rebound
