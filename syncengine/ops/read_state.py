@@ -33,6 +33,7 @@ from typing import Any
 
 from syncengine.ops.bindings import BindingKey, SyncBinding, load_binding, sync_transaction
 from syncengine.ops.read_records import (
+    REASON_LIMIT,
     REASON_NAME_MISMATCH,
     SyncReadApplyResult,
     SyncReadBlock,
@@ -277,6 +278,9 @@ def prepare_read_state(
             if local is None:
                 continue  # no local row yet: nothing read here to report
             if local.name != relay_name:
+                if local.block == REASON_LIMIT:  # only an operator's unblock clears that
+                    blocked.append(SyncReadBlocked(member_id, REASON_LIMIT))
+                    continue
                 detail = f"the relay names this member {relay_name!r}, this store {local.name!r}"
                 _set_block(conn, binding.pk, member_id, REASON_NAME_MISMATCH, detail, now)
                 blocked.append(SyncReadBlocked(member_id, REASON_NAME_MISMATCH))
