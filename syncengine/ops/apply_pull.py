@@ -16,8 +16,9 @@ reservation by wire ID, and whoever holds the sequence):
   (``origin = 'imported'``, so it can never become a push candidate, agmsg
   #949) through the store's import path;
 * a different envelope under a known wire ID, a wire ID at another
-  sequence, or a sequence held by another wire ID is ``corrupt_state``:
-  recorded in ``sync_conflicts``, never imported;
+  sequence, or a sequence held by another wire ID is an integrity
+  violation: the whole page is refused — only its conflicts are recorded in
+  ``sync_conflicts``, nothing is imported and the cursor does not move;
 * blocking statuses are stored as they are, without importing.
 
 The cursor moves to the page's ``next_after`` in the same transaction
@@ -33,7 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from syncengine.ids import new_uuid7s
-from syncengine.ops.bindings import BindingKey, advance_binding, open_binding, sync_transaction
+from syncengine.ops.bindings import (
+    BindingKey,
+    SyncBinding,
+    advance_binding,
+    open_binding,
+    sync_transaction,
+)
+from syncengine.ops.errors import SyncCorruptState
 from syncengine.ops.reconcile_push import (
     ConflictRow,
     contiguous_push_cursor,
@@ -301,6 +309,80 @@ def _import(
     return import_fresh_sent(conn, records, {}, now)
 
 
+def _commit_plan(
+    conn: Any,
+    key: BindingKey,
+    binding: SyncBinding,
+    messages: Sequence[SyncPullMessage],
+    cursor: SyncPullCursor,
+    plan: ApplyPlan,
+    pulled: dict[str, StoredPull],
+    now: str,
+) -> SyncBinding:
+    """Write a conflict-free plan: imports, quarantine rows, echo acks, the
+    read-state bridges, then the cursors (inside the caller's transaction)."""
+    # A roster control record is recorded as imported with no local
+    # message: the host applies it to its own registry.
+    chat = [i for i in plan.imports if isinstance(messages[i].projection, Message)]
+    imported = [messages[i] for i in chat]
+    positions = _import(conn, key.local_team, binding.team_pk, imported, now) if imported else []
+    position_of = {i: p for i, p in zip(chat, positions, strict=True)}
+    fresh = [
+        _quarantine_row(binding.pk, messages[i], QuarantineState.IMPORTED, position_of.get(i))
+        for i in plan.imports
+        if messages[i].wire_id not in pulled
+    ]
+    fresh.extend(
+        _quarantine_row(binding.pk, messages[i], status, None) for i, status in plan.new_rows
+    )
+    conn.executemany(
+        "INSERT INTO sync_quarantine (binding_pk, wire_id, server_seq, server_received_at,"
+        " envelope_v, cipher, key_id, blob, status, policy_revision,"
+        " local_security_revision, reason, local_position)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        fresh,
+    )
+    conn.executemany(
+        "UPDATE sync_quarantine SET status = ?, policy_revision = ?,"
+        " local_security_revision = ?, reason = ?,"
+        " local_position = coalesce(?, local_position)"
+        " WHERE binding_pk = ? AND wire_id = ?",
+        [
+            (
+                status.value,
+                messages[i].policy_revision,
+                messages[i].local_security_revision,
+                messages[i].reason,
+                position_of.get(i),
+                binding.pk,
+                messages[i].wire_id,
+            )
+            for i, status in plan.updates
+        ],
+    )
+    conn.executemany(
+        "UPDATE sync_push SET state = 'acked', server_seq = ?"
+        " WHERE binding_pk = ? AND local_position = ? AND state = 'reserved'",
+        [(seq, binding.pk, position) for seq, position in plan.echo_acks],
+    )
+    # Imports and echoes are new durable mappings: remote read facts
+    # that arrived first apply now, and local reads are queued for upload.
+    wire_at = {m.server_seq: m.wire_id for m in messages}
+    read_overlay.on_mappings(
+        conn,
+        binding.pk,
+        [(messages[i].wire_id, messages[i].server_seq, position_of[i]) for i in chat]
+        + [(wire_at[seq], seq, position) for seq, position in plan.echo_acks],
+        now,
+    )
+    push = (
+        contiguous_push_cursor(conn, binding.pk, binding.push_cursor)
+        if plan.echo_acks
+        else binding.push_cursor
+    )
+    return advance_binding(conn, binding, push_cursor=push, transport_cursor=cursor.next_after)
+
+
 def apply_pull(
     conn: Any,
     path: Path,
@@ -309,76 +391,32 @@ def apply_pull(
     cursor: SyncPullCursor,
     now: str,
 ) -> ApplyResult:
-    """Apply one page atomically; returns the result and one outcome per message."""
+    """Apply one page atomically; returns the result and one outcome per message.
+
+    A page that contradicts durable facts (a known wire ID at another
+    sequence or with another envelope, a sequence another wire ID holds) is
+    an integrity violation of the relay: the contradiction is committed to
+    ``sync_conflicts`` alone — no import, no outcome, no cursor move — and
+    :class:`SyncCorruptState` is raised, so the stream halts before the
+    sequence whose genuine envelope it never received (specs/sync-stage1.md
+    §8.18). Re-applying the same page records nothing new and halts again.
+    """
     with sync_transaction(conn, path, "apply.commit"):
         binding = open_binding(conn, key, now)
         check_page(messages, cursor, binding.transport_cursor)
         pulled, pushed, owners = _load_facts(conn, binding.pk, messages)
         plan = plan_apply(messages, pulled, pushed, owners)
-        # A roster control record is recorded as imported with no local
-        # message: the host applies it to its own registry.
-        chat = [i for i in plan.imports if isinstance(messages[i].projection, Message)]
-        imported = [messages[i] for i in chat]
-        positions = (
-            _import(conn, key.local_team, binding.team_pk, imported, now) if imported else []
-        )
-        position_of = {i: p for i, p in zip(chat, positions, strict=True)}
-        fresh = [
-            _quarantine_row(binding.pk, messages[i], QuarantineState.IMPORTED, position_of.get(i))
-            for i in plan.imports
-            if messages[i].wire_id not in pulled
-        ]
-        fresh.extend(
-            _quarantine_row(binding.pk, messages[i], status, None) for i, status in plan.new_rows
-        )
-        conn.executemany(
-            "INSERT INTO sync_quarantine (binding_pk, wire_id, server_seq, server_received_at,"
-            " envelope_v, cipher, key_id, blob, status, policy_revision,"
-            " local_security_revision, reason, local_position)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            fresh,
-        )
-        conn.executemany(
-            "UPDATE sync_quarantine SET status = ?, policy_revision = ?,"
-            " local_security_revision = ?, reason = ?,"
-            " local_position = coalesce(?, local_position)"
-            " WHERE binding_pk = ? AND wire_id = ?",
-            [
-                (
-                    status.value,
-                    messages[i].policy_revision,
-                    messages[i].local_security_revision,
-                    messages[i].reason,
-                    position_of.get(i),
-                    binding.pk,
-                    messages[i].wire_id,
-                )
-                for i, status in plan.updates
-            ],
-        )
-        conn.executemany(
-            "UPDATE sync_push SET state = 'acked', server_seq = ?"
-            " WHERE binding_pk = ? AND local_position = ? AND state = 'reserved'",
-            [(seq, binding.pk, position) for seq, position in plan.echo_acks],
-        )
-        # Imports and echoes are new durable mappings: remote read facts
-        # that arrived first apply now, and local reads are queued for upload.
-        wire_at = {m.server_seq: m.wire_id for m in messages}
-        read_overlay.on_mappings(
-            conn,
-            binding.pk,
-            [(messages[i].wire_id, messages[i].server_seq, position_of[i]) for i in chat]
-            + [(wire_at[seq], seq, position) for seq, position in plan.echo_acks],
-            now,
-        )
-        added = insert_conflicts(conn, binding.pk, plan.conflicts, now)
-        push = (
-            contiguous_push_cursor(conn, binding.pk, binding.push_cursor)
-            if plan.echo_acks
-            else binding.push_cursor
-        )
-        binding = advance_binding(
-            conn, binding, push_cursor=push, transport_cursor=cursor.next_after, corrupt_delta=added
+        if plan.conflicts:
+            added = insert_conflicts(conn, binding.pk, plan.conflicts, now)
+            advance_binding(conn, binding, corrupt_delta=added)
+        else:
+            binding = _commit_plan(conn, key, binding, messages, cursor, plan, pulled, now)
+    if plan.conflicts:
+        first = plan.conflicts[0]
+        raise SyncCorruptState(
+            f"pulled wire ID {first.wire_id} at server_seq {first.server_seq}: {first.reason} "
+            f"({len(plan.conflicts)} conflict(s) recorded; nothing applied, the transport "
+            f"cursor stays at {binding.transport_cursor})"
         )
     outcomes = tuple(
         SyncApplyOutcome(m.wire_id, m.server_seq, status.value)

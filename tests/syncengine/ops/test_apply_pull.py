@@ -164,7 +164,7 @@ def test_a_failing_page_writes_nothing_at_all(
     def boom(*args: Any) -> int:
         raise RuntimeError("injected failure after the imports")
 
-    monkeypatch.setattr(ap, "insert_conflicts", boom)
+    monkeypatch.setattr(ap.read_overlay, "on_mappings", boom)
     with pytest.raises(RuntimeError):
         _apply(store, key, [pull_record(1, wire, env)], 1)
     assert _state(store) == before
@@ -224,36 +224,68 @@ def test_an_echo_with_a_blocking_status_keeps_that_status_and_imports_nothing(
     assert table(store.conn, "SELECT server_seq FROM sync_push") == [(1,)]
 
 
-def test_a_different_envelope_under_our_wire_id_is_corrupt_state_and_never_imported(
+def _refused(store: Store, key: BindingKey, records: list[Any], next_after: int) -> None:
+    """The page is an integrity violation: it raises, records its conflict,
+    and neither imports anything nor moves the cursor."""
+    from syncengine.ops.errors import SyncCorruptState
+
+    cursor = store.sync_binding(key).transport_cursor  # type: ignore[union-attr]
+    with pytest.raises(SyncCorruptState, match="nothing applied"):
+        store.sync_apply_pull(key, records, SyncPullCursor(next_after))
+    assert store.sync_binding(key).transport_cursor == cursor  # type: ignore[union-attr]
+
+
+def test_a_different_envelope_under_our_wire_id_halts_the_page_and_is_never_imported(
     store: Store, key: BindingKey
 ) -> None:
     mine = _own(store, key)
     _, other = foreign_envelope(key, "forged", "alice", "bob")
-    assert _apply(store, key, [pull_record(1, mine.wire_id, other)], 1) == ["corrupt_state"]
+    _refused(store, key, [pull_record(1, mine.wire_id, other)], 1)
     assert _bodies(store) == [("mine", "local")]
     assert table(store.conn, "SELECT kind FROM sync_conflicts") == [("wire_envelope_mismatch",)]
     assert table(store.conn, "SELECT state FROM sync_push") == [("reserved",)]
 
 
-def test_a_different_envelope_under_a_pulled_wire_id_is_corrupt_state(
+def test_a_different_envelope_under_a_pulled_wire_id_halts_the_page(
     store: Store, key: BindingKey
 ) -> None:
     wire, env = foreign_envelope(key, "first", "alice", "bob")
     _apply(store, key, [pull_record(1, wire, env)], 1)
     _, forged = foreign_envelope(key, "second", "alice", "bob")
-    result = store.sync_apply_pull(key, [pull_record(2, wire, forged)], SyncPullCursor(2))
-    assert [o.status for o in result.outcomes] == ["corrupt_state"]
-    assert result.result.corrupt_count == 1
+    _refused(store, key, [pull_record(2, wire, forged)], 2)
+    assert store.sync_binding(key).corrupt_count == 1  # type: ignore[union-attr]
     assert [m.body for m in store.history("dev")] == ["first"]
 
 
-def test_a_sequence_held_by_another_wire_id_is_corrupt_state(store: Store, key: BindingKey) -> None:
+def test_a_sequence_held_by_another_wire_id_halts_the_page(store: Store, key: BindingKey) -> None:
     wire, env = foreign_envelope(key, "first", "alice", "bob")
     _apply(store, key, [pull_record(1, wire, env)], 1)
     other, env2 = foreign_envelope(key, "second", "alice", "bob")
-    assert _apply(store, key, [pull_record(1, other, env2)], 1) == ["corrupt_state"]
+    _refused(store, key, [pull_record(1, other, env2)], 1)
     assert [m.body for m in store.history("dev")] == ["first"]
     assert table(store.conn, "SELECT kind FROM sync_conflicts") == [("sequence_wire_conflict",)]
+
+
+def test_a_known_message_re_served_at_the_next_sequence_never_moves_the_cursor_past_it(
+    store: Store, key: BindingKey
+) -> None:
+    """#14: a relay re-serving a message we hold at the next sequence must not
+    make the client skip the genuine message stored there."""
+    wire, env = foreign_envelope(key, "first", "alice", "bob")
+    _apply(store, key, [pull_record(1, wire, env)], 1)
+    genuine, genuine_env = foreign_envelope(key, "second", "alice", "bob")
+    _refused(store, key, [pull_record(2, wire, env)], 2)  # the replay at seq 2
+    assert _apply(store, key, [pull_record(2, genuine, genuine_env)], 2) == ["imported"]
+    assert [m.body for m in store.history("dev")] == ["first", "second"]
+
+
+def test_a_conflict_anywhere_in_a_page_applies_none_of_it(store: Store, key: BindingKey) -> None:
+    wire, env = foreign_envelope(key, "first", "alice", "bob")
+    _apply(store, key, [pull_record(1, wire, env)], 1)
+    fine, fine_env = foreign_envelope(key, "fine", "alice", "bob")
+    _, forged = foreign_envelope(key, "forged", "alice", "bob")
+    _refused(store, key, [pull_record(2, fine, fine_env), pull_record(3, wire, forged)], 3)
+    assert [m.body for m in store.history("dev")] == ["first"]
 
 
 def test_a_sequence_acknowledged_to_our_reservation_cannot_import_a_foreign_wire_id(
@@ -262,7 +294,7 @@ def test_a_sequence_acknowledged_to_our_reservation_cannot_import_a_foreign_wire
     mine = _own(store, key)
     store.sync_reconcile_push(key, [ack(mine, 1)])
     wire, env = foreign_envelope(key, "intruder", "alice", "bob")
-    assert _apply(store, key, [pull_record(1, wire, env)], 1) == ["corrupt_state"]
+    _refused(store, key, [pull_record(1, wire, env)], 1)
     assert _bodies(store) == [("mine", "local")]
 
 
@@ -273,8 +305,8 @@ def test_corrupt_count_is_cumulative_for_the_binding_and_replays_do_not_inflate_
     _apply(store, key, [pull_record(1, wire, env)], 1)
     _, forged = foreign_envelope(key, "second", "alice", "bob")
     for _ in range(2):
-        result = store.sync_apply_pull(key, [pull_record(1, wire, forged)], SyncPullCursor(1))
-    assert result.result.corrupt_count == 1
+        _refused(store, key, [pull_record(1, wire, forged)], 1)
+    assert store.sync_binding(key).corrupt_count == 1  # type: ignore[union-attr]
 
 
 def test_a_pending_key_row_evaluated_importable_later_is_imported_once(

@@ -80,14 +80,24 @@ def test_reprocess_writes_nothing(store: Store, key: BindingKey) -> None:
     assert store.conn.total_changes() == changes
 
 
-def test_corrupt_rows_are_not_reprocess_candidates(store: Store, key: BindingKey) -> None:
+def test_conflicting_pages_add_no_reprocess_candidates_and_corrupt_rows_are_never_offered(
+    store: Store, key: BindingKey
+) -> None:
     wire, env = foreign_envelope(key)
     store.sync_apply_pull(key, [pull_record(1, wire, env, "pending_key")], SyncPullCursor(1))
+    from syncengine.ops.errors import SyncCorruptState
+
     _, forged = foreign_envelope(key)
-    store.sync_apply_pull(key, [pull_record(2, wire, forged)], SyncPullCursor(2))
+    with pytest.raises(SyncCorruptState):
+        store.sync_apply_pull(key, [pull_record(2, wire, forged)], SyncPullCursor(2))
     other, env3 = foreign_envelope(key)
-    store.sync_apply_pull(key, [pull_record(1, other, env3)], SyncPullCursor(2))
-    assert [c.wire_id for c in store.sync_reprocess(key, 10).candidates] == [wire]
+    with pytest.raises(SyncCorruptState):
+        store.sync_apply_pull(key, [pull_record(1, other, env3)], SyncPullCursor(2))
+    # A legacy corrupt row (stores before the halting rule) is not offered either.
+    store.conn.execute(
+        "UPDATE sync_quarantine SET status = 'corrupt_state' WHERE wire_id = ?", (wire,)
+    )
+    assert store.sync_reprocess(key, 10).candidates == ()
 
 
 def test_outcomes_return_through_apply_without_moving_transport(
