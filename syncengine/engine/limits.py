@@ -7,6 +7,7 @@ the upstream engine's values we keep or change).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from wire.limits import MAX_BATCH, MAX_PAGE_LIMIT, MAX_REQUEST_BYTES
@@ -41,6 +42,8 @@ MAX_LOCAL_SECURITY_HISTORY = 4096
 #: Seconds between successful cycles of ``run`` (upstream default 5, minimum 0.2).
 DEFAULT_INTERVAL = 5.0
 MIN_INTERVAL = 0.2
+#: No wait of the run loop may exceed a day.
+MAX_WAIT = 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,13 @@ class RunSettings:
     refusal_wait: float = 60.0
 
     def __post_init__(self) -> None:
+        for name in ("interval", "jitter", "backoff_base", "backoff_cap", "refusal_wait"):
+            value = getattr(self, name)
+            # NaN passes every comparison below; infinity never wakes up.
+            if not math.isfinite(value):
+                raise ValueError(f"{name.replace('_', '-')} must be a finite number of seconds")
+            if value > MAX_WAIT:
+                raise ValueError(f"{name.replace('_', '-')} must be at most {MAX_WAIT:g} s")
         if self.interval < MIN_INTERVAL:
             raise ValueError(f"interval must be at least {MIN_INTERVAL} s")
         if not 0 <= self.jitter < 1:

@@ -39,6 +39,7 @@ from syncengine.http import errors as e
 from wire.http_v1.errors import ErrorResponse
 
 __all__ = [
+    "MAX_RETRY_AFTER",
     "RETRY_AFTER_STATUSES",
     "RetryPolicy",
     "backoff_window",
@@ -84,26 +85,40 @@ class RetryPolicy:
 # --- Retry-After -------------------------------------------------------------
 
 
+#: The longest wait a ``Retry-After`` can impose (seconds): a relay, or
+#: anything on the path, cannot park a client for longer than an hour per
+#: answer, whatever it sends (specs/engine.md "Retry table").
+MAX_RETRY_AFTER = 3600.0
+
+
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
     """``Retry-After`` → seconds to wait (RFC 9110 §10.2.3), ``None`` if absent or bad.
 
     The relay sends delta-seconds; an intermediary may send an HTTP-date. A
-    date in the past means "now" (0). A value we cannot read is ignored and
-    the backoff applies.
+    date in the past means "now" (0). Any digit count and any date are read
+    without overflow and clamped to ``0 .. MAX_RETRY_AFTER``. A value we
+    cannot read is ignored and the backoff applies.
     """
     if value is None:
         return None
     text = value.strip()
     if text.isascii() and text.isdigit():
-        return float(int(text))
+        # Compare as text first: a few hundred digits must not reach float().
+        if len(text.lstrip("0")) > 6:
+            return MAX_RETRY_AFTER
+        return min(float(int(text)), MAX_RETRY_AFTER)
     try:
         when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:
         return None  # RFC 9110 dates are GMT; a zone-less date is not one
     current = now if now is not None else datetime.now(UTC)
-    return max(0.0, (when - current).total_seconds())
+    try:
+        seconds = (when - current).total_seconds()
+    except OverflowError:  # pragma: no cover - datetime keeps years within 1..9999
+        return MAX_RETRY_AFTER
+    return min(max(0.0, seconds), MAX_RETRY_AFTER)
 
 
 # --- classification ----------------------------------------------------------

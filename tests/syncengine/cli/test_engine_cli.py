@@ -103,6 +103,17 @@ def test_run_rejects_an_interval_below_the_minimum(
     assert main(["run", "--interval", "0.01", "--store", str(tmp_path / "s.db")]) == 2
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "1e9"])
+def test_run_refuses_an_interval_that_is_not_a_finite_bounded_number(
+    tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """#14: ``--interval nan`` once spun the loop and printed NaN."""
+    store = tmp_path / "s.db"
+    assert main(["run", "--interval", value, "--store", str(store)]) == 2
+    assert "interval must be" in capsys.readouterr().err
+    assert not store.exists()
+
+
 @pytest.mark.parametrize("floor", ["04", "-1", "1e3", "abc", "9223372036854775808"])
 def test_resync_refuses_a_floor_that_is_not_a_canonical_sequence(
     tmp_path: Path, floor: str, capsys: pytest.CaptureFixture[str]

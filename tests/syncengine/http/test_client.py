@@ -32,7 +32,7 @@ from syncengine.http import (
     check_endpoint,
 )
 from syncengine.http.client import PAGE_MESSAGE_BYTES, page_response_bound
-from syncengine.http.retry import backoff_window, parse_retry_after
+from syncengine.http.retry import MAX_RETRY_AFTER, backoff_window, parse_retry_after
 from tests.syncengine.http.helpers import (
     ENDPOINT,
     OTHER_SERVER,
@@ -475,9 +475,22 @@ def test_backoff_is_jittered_exponential_and_never_exceeds_the_cap(
         assert 0.0 <= slept <= backoff_window(policy, number) <= policy.backoff_cap
 
 
-@given(seconds=st.integers(min_value=0, max_value=10**6))
-def test_retry_after_delta_seconds_parse_exactly(seconds: int) -> None:
+@given(seconds=st.integers(min_value=0, max_value=int(MAX_RETRY_AFTER)))
+def test_retry_after_delta_seconds_parse_exactly_up_to_the_clamp(seconds: int) -> None:
     assert parse_retry_after(str(seconds)) == float(seconds)
+
+
+@given(digits=st.integers(min_value=int(MAX_RETRY_AFTER) + 1, max_value=10**400))
+def test_retry_after_of_any_digit_count_is_clamped_never_an_overflow(digits: int) -> None:
+    """#14: a few hundred digits once ended sync with "int too large to convert"."""
+    assert parse_retry_after(str(digits)) == MAX_RETRY_AFTER
+
+
+@pytest.mark.parametrize(
+    "value", ["99999999999", "Fri, 31 Dec 9999 23:59:59 GMT", "0" * 300 + "99999999"]
+)
+def test_retry_after_far_in_the_future_is_clamped_to_the_documented_maximum(value: str) -> None:
+    assert parse_retry_after(value) == MAX_RETRY_AFTER
 
 
 def test_retry_after_http_date_in_the_past_means_now() -> None:
