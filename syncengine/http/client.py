@@ -33,6 +33,7 @@ import dataclasses
 import functools
 import ipaddress
 import logging
+import math
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -144,6 +145,10 @@ class ClientConfig:
     verify: ssl.SSLContext | None = None
     trust_env: bool = True
     max_connections: int = 4
+    #: Seconds one attempt may take from sending the request to the last
+    #: body byte, however the relay paces it (a per-read timeout alone lets a
+    #: relay dripping one byte a second hold a command for ever).
+    request_deadline: float = 120.0
 
     def __post_init__(self) -> None:
         try:
@@ -157,6 +162,8 @@ class ClientConfig:
             self.verify.verify_mode != ssl.CERT_REQUIRED or not self.verify.check_hostname
         ):
             raise e.ClientUsageError("TLS verification cannot be disabled")
+        if not math.isfinite(self.request_deadline) or not 0 < self.request_deadline <= 3600:
+            raise e.ClientUsageError("request_deadline must be a number of seconds in (0, 3600]")
         timeouts = (self.timeout.connect, self.timeout.read, self.timeout.write, self.timeout.pool)
         if any(value is None for value in timeouts):
             raise e.ClientUsageError("connect, read, write and pool timeouts must all be set")
@@ -559,6 +566,9 @@ class RelayClient:
             CLIENT_VERSION: self._config.client_version,
             PROTOCOL_VERSION_HEADER: str(PROTOCOL_VERSION),
             "Accept": JSON_CONTENT_TYPE,
+            # The relay never compresses; nothing on the path gets to make
+            # us inflate a bomb (a compressed answer is refused unread).
+            "Accept-Encoding": "identity",
         }
         if call.team_scoped:
             assert self._binding is not None and self._credential is not None
@@ -599,13 +609,13 @@ class RelayClient:
                 response.status_code,
                 (self._clock() - started) * 1000,
             )
-            return self._handle(call, response)
+            return self._handle(call, response, started)
         finally:
             response.close()
             # The relay has no use for cookies; never replay one a proxy set.
             self._http.cookies.clear()
 
-    def _handle(self, call: _Call[T], response: httpx.Response) -> T:
+    def _handle(self, call: _Call[T], response: httpx.Response, started: float) -> T:
         status = response.status_code
         if 300 <= status < 400:
             raise e.RedirectRefused(
@@ -623,13 +633,13 @@ class RelayClient:
                 "the response lacks Agmsg-Protocol-Version: 1", status=status
             ) from None
         if status == 200:
-            data = self._read(response, call.max_bytes)
+            data = self._read(response, call.max_bytes, started)
             if call.defer:
                 return cast(T, functools.partial(self._complete, call, data, status))
             return self._complete(call, data, status)
         if 200 <= status < 300 or status < 200:
             raise e.ProtocolViolation(f"unexpected HTTP {status}", status=status)
-        raise self._error(call, response, retry_after)
+        raise self._error(call, response, retry_after, started)
 
     def _complete(self, call: _Call[T], data: bytes, status: int) -> T:
         """A 200 body → the document: strict JSON, binding IDs, then the schema."""
@@ -643,11 +653,15 @@ class RelayClient:
             ) from None
 
     def _error(
-        self, call: _Call[Any], response: httpx.Response, retry_after: float | None
+        self,
+        call: _Call[Any],
+        response: httpx.Response,
+        retry_after: float | None,
+        started: float,
     ) -> e.RelayClientError:
         status = response.status_code
         try:
-            obj = self._decode(self._read(response, self._config.max_error_bytes), status)
+            obj = self._decode(self._read(response, self._config.max_error_bytes, started), status)
             if isinstance(obj, Mapping):  # error envelopes name the team as ``team_id``
                 server, team = obj.get("server_instance_id"), obj.get("team_id")
                 self._check_ids(
@@ -674,20 +688,34 @@ class RelayClient:
             call.check_error(error)
         return error
 
-    def _read(self, response: httpx.Response, limit: int) -> bytes:
+    def _read(self, response: httpx.Response, limit: int, started: float) -> bytes:
+        """The body, within ``limit`` bytes and the attempt's deadline."""
         declared = response.headers.get("Content-Length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise e.ResponseTooLarge(
                 f"response declares {declared} bytes, over the {limit}-byte bound",
                 status=response.status_code,
             )
+        encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise e.ProtocolViolation(
+                f"the answer is compressed ({encoding[:32]}); compressed bodies are refused unread",
+                status=response.status_code,
+            )
         buffer = bytearray()
+        deadline = started + self._config.request_deadline
         try:
-            for chunk in response.iter_bytes():
+            for chunk in response.iter_raw():
                 buffer += chunk
                 if len(buffer) > limit:
                     raise e.ResponseTooLarge(
                         f"response exceeds the {limit}-byte bound", status=response.status_code
+                    )
+                if self._clock() > deadline:
+                    raise e.TransportFailure(
+                        f"the relay took longer than {self._config.request_deadline:g} s "
+                        "to send its answer",
+                        status=response.status_code,
                     )
         except httpx.HTTPError as exc:
             raise classify_transport_error(exc) from None

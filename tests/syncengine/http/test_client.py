@@ -29,6 +29,7 @@ from syncengine.http import (
     ResponseTooLarge,
     ResyncRequired,
     RetryPolicy,
+    TransportFailure,
     check_endpoint,
 )
 from syncengine.http.client import PAGE_MESSAGE_BYTES, page_response_bound
@@ -523,6 +524,48 @@ def test_streamed_page_beyond_its_bound_is_refused_without_reading_it_all(
     with make_client(fake_time) as client, pytest.raises(ResponseTooLarge) as caught:
         client.get_messages(40, 1)
     assert caught.value.state is EngineState.ADJUST
+
+
+def test_a_body_dripped_slowly_is_cut_at_the_attempts_deadline(
+    router: respx.MockRouter, fake_time: FakeTime
+) -> None:
+    """#14: one byte a second passed every per-read timeout for minutes."""
+
+    def drip() -> Iterator[bytes]:
+        for _ in range(10_000):
+            fake_time.now += 1.0  # each byte arrives a second after the last
+            yield b" "
+
+    router.get("/v1/capabilities").mock(
+        return_value=httpx.Response(200, content=drip(), headers={"Agmsg-Protocol-Version": "1"})
+    )
+    client = make_client(fake_time, retry=RetryPolicy(max_attempts=1), request_deadline=30.0)
+    started = fake_time.now
+    with client, pytest.raises(TransportFailure, match="longer than 30 s"):
+        client.capabilities()
+    assert fake_time.now - started <= 32.0
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, float("nan"), float("inf"), 7200.0])
+def test_the_request_deadline_must_be_a_bounded_positive_number(value: float) -> None:
+    with pytest.raises(ClientUsageError, match="request_deadline"):
+        ClientConfig(request_deadline=value)
+
+
+def test_a_compressed_answer_is_refused_unread(
+    router: respx.MockRouter, fake_time: FakeTime
+) -> None:
+    """#14: a 1 MiB gzip inflating to 1 GiB peaked near 300 MiB before refusal."""
+    route = router.get("/v1/capabilities").mock(
+        return_value=httpx.Response(
+            200,
+            content=_endless(),
+            headers={"Agmsg-Protocol-Version": "1", "Content-Encoding": "gzip"},
+        )
+    )
+    with make_client(fake_time) as client, pytest.raises(ProtocolViolation, match="compressed"):
+        client.capabilities()
+    assert route.calls.last.request.headers["Accept-Encoding"] == "identity"
 
 
 def test_declared_length_beyond_the_bound_is_refused_before_reading(
