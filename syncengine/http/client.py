@@ -704,8 +704,11 @@ class RelayClient:
             )
         buffer = bytearray()
         deadline = started + self._config.request_deadline
+        # An in-memory answer (a test transport) is already read; a network
+        # answer streams its raw bytes, never decoded.
+        chunks = [response.content] if response.is_stream_consumed else response.iter_raw()
         try:
-            for chunk in response.iter_raw():
+            for chunk in chunks:
                 buffer += chunk
                 if len(buffer) > limit:
                     raise e.ResponseTooLarge(
