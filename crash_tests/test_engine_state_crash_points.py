@@ -71,6 +71,7 @@ def _rows(machine: Machine, sql: str) -> list[tuple[object, ...]]:
 def _connect_cli(team: LeanTeam, machine: Machine, point: str | None = None) -> CLIResult:
     token_file = machine.store.parent / "token"
     token_file.write_text(team.token().reveal() + "\n")
+    token_file.chmod(0o600)
     return run_cli(
         machine, "connect", "--endpoint", team.endpoint, "--token", f"@{token_file}",
         "--team", "crew", "--security", "plaintext-allowed", "--json",

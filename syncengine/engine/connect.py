@@ -78,12 +78,17 @@ def read_token(source: str, stdin: BinaryIO) -> Secret:
         data = stdin.read(_MAX_TOKEN_READ + 1)
         where = "standard input"
     elif source.startswith("@") and len(source) > 1:
+        from syncengine.private_files import PrivateFileRefused, read_private_file
+
         path = Path(source[1:])
         try:
-            with path.open("rb") as handle:
-                data = handle.read(_MAX_TOKEN_READ + 1)
-        except OSError as exc:
-            raise ConfigurationError(f"cannot read the token file {path}: {exc.strerror}") from None
+            data = read_private_file(path, "token file", _MAX_TOKEN_READ)
+        except PrivateFileRefused as exc:
+            raise ConfigurationError(
+                str(exc),
+                remediation="Write the token to a file only you can read "
+                "((umask 077; … > FILE)), or pass '--token -' and use standard input.",
+            ) from None
         where = str(path)
     else:
         raise TokenSourceRefused(

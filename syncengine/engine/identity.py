@@ -3,7 +3,8 @@
 The engine and its worker processes both read the identity through here:
 by path, validated against the epoch manifest, so the secret never crosses
 a pipe and an error names the path and the rule but never a byte of the
-file.
+file. Like the credential file it must be private: a regular file of this
+user, mode 0600 or stricter, not a symlink (:mod:`syncengine.private_files`).
 """
 
 from __future__ import annotations
@@ -15,21 +16,25 @@ from syncengine.engine.state import ConnectionRecord
 
 __all__ = ["read_identity"]
 
+#: An identity file holds one or a few secret keys; anything larger is not one.
+_MAX_IDENTITY_BYTES = 64 * 1024
+
 
 def read_identity(connection: ConnectionRecord, path: Path) -> object:
     """Read and validate an identity file against the epoch manifest; errors
     name the path and the rule, never a byte of the file."""
+    from syncengine.private_files import PrivateFileRefused, read_private_file
     from wire.age_profile import EpochManifest, install_identity
     from wire.errors import WireError
 
     assert connection.age_key_id is not None
     try:
-        data = path.read_bytes()
-    except OSError as exc:
+        data = read_private_file(path, "identity file", _MAX_IDENTITY_BYTES)
+    except PrivateFileRefused as exc:
         raise ConfigurationError(
-            f"cannot read identity file {path}: {exc.strerror}",
-            remediation="Restore the identity file or install another with "
-            "'syncengine security identity FILE'.",
+            str(exc),
+            remediation="Keep the identity file private (chmod 600, owned by you, not a "
+            "symlink), or install another with 'syncengine security identity FILE'.",
         ) from None
     try:
         manifest = EpochManifest.from_strings(connection.age_key_id, connection.age_recipients)

@@ -23,7 +23,6 @@ import contextlib
 import hmac
 import os
 import secrets
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,37 +198,13 @@ def load_credential(
     When the binding IDs are given, the credential must belong to them: a
     credential for one team is never presented to another.
     """
+    from syncengine.private_files import PrivateFileRefused, read_private_file
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise CredentialStoreError(f"{path}: no credential file") from None
-    except OSError as exc:
-        raise _os_failure(path, "cannot open credential file", exc) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise CredentialStoreError(f"{path}: not a regular file")
-        if info.st_uid != os.geteuid():
-            raise CredentialStoreError(f"{path}: owned by another user")
-        if info.st_mode & 0o077:
-            raise CredentialStoreError(
-                f"{path}: mode {stat.S_IMODE(info.st_mode):04o} lets others access it; "
-                "expected 0600"
-            )
-        if info.st_size > _MAX_FILE_BYTES:
-            raise CredentialStoreError(f"{path}: credential file is too large")
-        chunks: list[bytes] = []
-        total = 0
-        while chunk := os.read(fd, 8192):
-            total += len(chunk)
-            if total > _MAX_FILE_BYTES:
-                raise CredentialStoreError(f"{path}: credential file is too large")
-            chunks.append(chunk)
-    except OSError as exc:
-        raise _os_failure(path, "cannot read credential file", exc) from None
-    finally:
-        os.close(fd)
-    credential = Credential.from_file_bytes(b"".join(chunks), str(path))
+        data = read_private_file(path, "credential file", _MAX_FILE_BYTES)
+    except PrivateFileRefused as exc:
+        raise CredentialStoreError(str(exc)) from None
+    credential = Credential.from_file_bytes(data, str(path))
     if server_instance_id is not None and credential.server_instance_id != server_instance_id:
         raise CredentialStoreError(f"{path}: credential belongs to another server instance")
     if team_id is not None and credential.team_id != team_id:

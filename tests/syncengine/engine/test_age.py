@@ -26,6 +26,7 @@ def test_pending_key_then_identity_and_reprocess_imports_once(
     for name, identity in (("alice", alice), ("bob", bob)):
         keys[name] = tmp_path / f"{name}.key"
         keys[name].write_text(identity.to_secret_string() + "\n")
+        keys[name].chmod(0o600)
     epoch = {"key_id": "epoch-1", "recipients_file": str(recipients)}
     writer = make_engine("a", identity_file=str(keys["alice"]), **epoch)
     reader = make_engine("b", **epoch)  # no identity yet

@@ -152,6 +152,7 @@ def test_an_identity_outside_the_epoch_manifest_is_refused_before_pairing(
     recipients.write_text(mine.recipient.to_string() + "\n")
     identity = tmp_path / "other.key"
     identity.write_text(other.to_secret_string() + "\n")
+    identity.chmod(0o600)
     with pytest.raises(ConfigurationError) as caught:
         connect_fake(
             relay,

@@ -74,6 +74,7 @@ def make_keys(directory: Path) -> Keys:
     for name, identity in (("alice", alice), ("bob", bob)):
         files[name] = directory / f"{name}.key"
         files[name].write_text(identity.to_secret_string() + "\n")
+        files[name].chmod(0o600)
     return Keys(alice, bob, recipients, files["alice"], files["bob"])
 
 
@@ -530,7 +531,7 @@ def test_an_unreadable_identity_fails_the_pull_in_the_engine_and_keeps_the_curso
     secret = keys.bob_file.read_bytes()
     keys.bob_file.unlink()  # after connect validated it, before the engine reads it
 
-    with pytest.raises(ConfigurationError, match="cannot read identity file"):
+    with pytest.raises(ConfigurationError, match="no identity file"):
         reader.pull()
     status = reader.status()
     assert status.sync.binding is not None and status.sync.binding.transport_cursor == 0
