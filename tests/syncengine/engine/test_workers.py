@@ -540,6 +540,7 @@ def test_an_unreadable_identity_fails_the_pull_in_the_engine_and_keeps_the_curso
     assert spied["judge"] == []  # refused before any envelope reached a worker
 
     keys.bob_file.write_bytes(secret)
+    keys.bob_file.chmod(0o600)
     assert reader.pull().outcomes == {"imported": BACKLOG}
     assert spied["judge"] == [BACKLOG]  # and the pool was not given up on
     assert contents(reader) == contents(writer)
