@@ -406,6 +406,25 @@ def _resync(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # A stop request that arrives while the engine is still being imported
+    # must end ``run`` cleanly (exit 0), not kill it by signal (#14): catch it
+    # now, before the heavy imports, and hand it to the loop's stop signal.
+    import signal
+    import threading
+
+    early = threading.Event()
+    earlier = {
+        sig: signal.signal(sig, lambda signum, frame: early.set())
+        for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        return _run_loop(args, early)
+    finally:
+        for sig, handler in earlier.items():
+            signal.signal(sig, handler)
+
+
+def _run_loop(args: argparse.Namespace, early: Any) -> int:
     def action() -> int:
         from dataclasses import replace
 
@@ -429,6 +448,8 @@ def _run(args: argparse.Namespace) -> int:
             return 2
         stop = StopSignal()
         with handle_stop_signals(stop):
+            if early.is_set():  # asked to stop before the loop began
+                stop.set()
             engine = Engine(
                 args.store,
                 args.team,

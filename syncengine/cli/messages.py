@@ -98,7 +98,12 @@ def _send(args: argparse.Namespace) -> int:
         _check_roster(store, args.team, (args.sender, args.recipient))
         body = args.body
         if body == "-":
-            body = sys.stdin.buffer.read().decode("utf-8")
+            from syncengine.store import InvalidInput
+
+            try:
+                body = sys.stdin.buffer.read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidInput("body", "the body on standard input is not UTF-8 text") from None
         message = store.send(args.team, args.sender, args.recipient, body)
         if args.json:
             print(json.dumps(message.to_record(), ensure_ascii=False))

@@ -145,3 +145,18 @@ def test_top_level_help_lists_resync_and_the_exit_codes(
     with pytest.raises(SystemExit):
         main(["resync", "--help"])
     assert "exit codes: 0 accepted" in capsys.readouterr().out
+
+
+def test_send_with_a_body_that_is_not_utf8_is_a_clear_error_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "syncengine", "send", "crew", "alice", "bob", "-"],
+        input=b"ab\xffcd",
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "SYNCENGINE_STORE": str(tmp_path / "s.db")},
+        check=False,
+    )
+    assert result.returncode == 13
+    assert b"not UTF-8" in result.stderr and b"Traceback" not in result.stderr

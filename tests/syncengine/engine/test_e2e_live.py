@@ -250,6 +250,30 @@ def test_run_loop_stops_on_sigterm_and_refuses_a_second_engine(
     assert b.cli("sync").returncode == 0  # the lock went with the process
 
 
+@pytest.mark.parametrize("delay", [0.1, 0.2, 0.4])
+def test_sigterm_while_run_is_still_starting_ends_it_cleanly(
+    live: LiveRelay, tmp_path: Path, delay: float
+) -> None:
+    """#14: a SIGTERM in run's first half second killed it by signal."""
+    team = Team(live, tmp_path)
+    a = team.machine("a")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "syncengine", "run", "--json", "--interval", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SYNCENGINE_STORE": str(a.store)},
+    )
+    try:
+        time.sleep(delay)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0, process.stderr.read() if process.stderr else ""
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def test_an_operator_resync_recovers_a_machine_behind_retention_and_a_late_joiner(
     live: LiveRelay, tmp_path: Path
 ) -> None:
