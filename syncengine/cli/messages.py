@@ -25,7 +25,12 @@ def register(subparsers: Any) -> None:
     send.add_argument("team")
     send.add_argument("sender", metavar="FROM")
     send.add_argument("recipient", metavar="TO")
-    send.add_argument("body", metavar="BODY")
+    send.add_argument(
+        "body",
+        metavar="BODY",
+        help="'-' reads the body from standard input (one final line end dropped); "
+        "prefer it: a command line is visible to other local users",
+    )
     _common(send)
     send.set_defaults(handler=_send)
 
@@ -104,6 +109,10 @@ def _send(args: argparse.Namespace) -> int:
                 body = sys.stdin.buffer.read().decode("utf-8")
             except UnicodeDecodeError:
                 raise InvalidInput("body", "the body on standard input is not UTF-8 text") from None
+            # ``echo text | syncengine send … -`` sends "text": the one line
+            # end a shell adds is not part of the message.
+            if body.endswith("\n"):
+                body = body[:-2] if body.endswith("\r\n") else body[:-1]
         message = store.send(args.team, args.sender, args.recipient, body)
         if args.json:
             print(json.dumps(message.to_record(), ensure_ascii=False))

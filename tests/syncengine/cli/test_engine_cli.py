@@ -160,3 +160,12 @@ def test_send_with_a_body_that_is_not_utf8_is_a_clear_error_not_a_traceback(
     )
     assert result.returncode == 13
     assert b"not UTF-8" in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_send_from_stdin_drops_the_one_line_end_a_shell_adds(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    assert (
+        run("send", "crew", "alice", "bob", "-", store=store, stdin="two\nlines\n").returncode == 0
+    )
+    shown = run("inbox", "crew", "bob", "--json", store=store)
+    assert json.loads(shown.stdout)["body"] == "two\nlines"
