@@ -242,7 +242,9 @@ class Engine:
         self._sleep = sleep
         self._clock = clock
         self._progress = progress_for(progress_stream)
-        self._client: RelayClient | None = None
+        self._client: _WatchedClient | None = None
+        #: The newest (floor, current_seq) seen; loaded on the first snapshot.
+        self._seen: tuple[int, int] | None = None
         self._identity_loaded = False
         self._identity: object | None = None
         self._workers: Workers | None = None
@@ -281,7 +283,7 @@ class Engine:
                 server_instance_id=c.server_instance_id,
                 team_id=c.remote_team_id,
             )
-            self._client = RelayClient(
+            self._client = _WatchedClient(
                 c.endpoint,
                 binding=RelayBinding(c.server_instance_id, c.remote_team_id),
                 credential=credential,
@@ -290,7 +292,33 @@ class Engine:
                 sleep=self._sleep,
                 clock=self._clock,
             )
+            self._client.watch = self._observe
         return self._client
+
+    def _observe(self, caps: Any) -> None:
+        """Every authenticated capability snapshot against the newest one seen
+        (durably, across processes): the floor and ``current_seq`` of a relay
+        never go backwards, and ``current_seq`` is never below what this
+        machine pulled. A snapshot that contradicts them halts the operation
+        before anything acts on it (issue #14; specs/engine.md "Trust")."""
+        from syncengine.http.errors import RelayRollback
+
+        if self._seen is None:
+            with read_transaction(self.store.conn, self.store.path) as conn:
+                floor, current = st.load_seen(conn, self.connection.binding_pk)
+                binding = conn.execute(
+                    "SELECT transport_cursor FROM sync_bindings WHERE binding_pk = ?",
+                    (self.connection.binding_pk,),
+                ).fetchone()
+            self._seen = (floor, max(current, int(binding[0]) if binding else 0))
+        floor, current = self._seen
+        new_floor, new_current = caps.binding.min_available_seq, caps.current_seq
+        if new_floor < floor or new_current < current:
+            raise RelayRollback(
+                f"the relay reports floor {new_floor} and current_seq {new_current}, older than "
+                f"the floor {floor} and current_seq {current} this machine already saw"
+            )
+        self._seen = (new_floor, new_current)
 
     def history(self) -> SecurityHistory:
         with read_transaction(self.store.conn, self.store.path) as conn:
@@ -369,9 +397,13 @@ class Engine:
             raise
         now = _now()
 
+        seen = self._seen
+
         def success(conn: Any) -> None:
             if pulled:
                 st.clear_resync(conn, pk)
+            if seen is not None:
+                st.record_seen(conn, pk, *seen)
             st.record_success(conn, pk, now)
 
         self._write("engine.record", success)
@@ -563,6 +595,18 @@ class Engine:
         if self._workers is not None:  # they read the identity of the old record
             self._workers.close()
             self._workers = None
+
+
+class _WatchedClient(RelayClient):
+    """The relay client whose every capability snapshot the engine checks."""
+
+    watch: Callable[[Any], None] | None = None
+
+    def capabilities(self) -> Any:
+        caps = super().capabilities()
+        if self.watch is not None:
+            self.watch(caps)
+        return caps
 
 
 def _replace_identity(c: st.ConnectionRecord, path: str) -> st.ConnectionRecord:

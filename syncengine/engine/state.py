@@ -31,11 +31,13 @@ __all__ = [
     "insert_connection",
     "list_connections",
     "load_security_history",
+    "load_seen",
     "load_status",
     "pending_push_count",
     "record_failure",
     "record_resync",
     "record_resync_accepted",
+    "record_seen",
     "record_success",
     "set_identity_path",
 ]
@@ -281,6 +283,24 @@ def clear_resync(conn: Any, binding_pk: int) -> bool:
         (binding_pk,),
     )
     return bool(conn.changes())
+
+
+def load_seen(conn: Any, binding_pk: int) -> tuple[int, int]:
+    """The newest relay ``(floor, current_seq)`` this binding has recorded."""
+    row = conn.execute(
+        "SELECT seen_floor, seen_current_seq FROM engine_status WHERE binding_pk = ?",
+        (binding_pk,),
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def record_seen(conn: Any, binding_pk: int, floor: int, current: int) -> None:
+    """Max-merge what the relay's authenticated snapshots reported."""
+    conn.execute(
+        "UPDATE engine_status SET seen_floor = max(seen_floor, ?),"
+        " seen_current_seq = max(seen_current_seq, ?) WHERE binding_pk = ?",
+        (floor, current, binding_pk),
+    )
 
 
 def record_resync_accepted(conn: Any, binding_pk: int) -> None:

@@ -20,6 +20,7 @@ The tree::
     │   └── RateLimited             429 rate-limited
     └── DefinitiveFailure           never retried unchanged
         ├── BindingMismatch         another server instance or team answered (HALTED)
+        ├── RelayRollback           the relay reports an older state than before (HALTED)
         ├── ProtocolViolation       the answer breaks HTTP v1 (REFUSED)
         ├── ResponseTooLarge        the answer exceeds our read bound (ADJUST)
         ├── RedirectRefused         any 3xx: redirects are never followed (REFUSED)
@@ -65,6 +66,7 @@ __all__ = [
     "RedirectRefused",
     "RelayClientError",
     "RelayRefusal",
+    "RelayRollback",
     "RelayUnavailable",
     "RequestTooLarge",
     "ResponseTooLarge",
@@ -199,6 +201,20 @@ class BindingMismatch(DefinitiveFailure):
     remediation = (
         "The endpoint now reaches a different relay database or team; verify the endpoint "
         "and rebind explicitly. No cursor was moved."
+    )
+
+
+class RelayRollback(DefinitiveFailure):
+    """An authenticated snapshot older than one this machine already saw: the
+    retention floor or ``current_seq`` went backwards (a relay restored from
+    a backup, replaced, or lying). Nothing moves on it (issue #14)."""
+
+    default_code = "relay-rollback"
+    state = EngineState.HALTED
+    remediation = (
+        "The relay now reports an older state than it did before (restored from a backup, "
+        "replaced, or misbehaving). Nothing was moved; verify the relay and its database "
+        "before syncing again."
     )
 
 

@@ -412,6 +412,20 @@ def _v7_remote_read_overlay(conn: Any) -> None:
     )
 
 
+def _v8_seen_relay_state(conn: Any) -> None:
+    """The newest authenticated relay state each binding has seen (issue #14):
+    a later snapshot whose floor or ``current_seq`` is lower contradicts it,
+    and the engine halts instead of acting on it (specs/engine.md "Trust")."""
+    conn.execute(
+        """
+        ALTER TABLE engine_status ADD COLUMN seen_floor INTEGER NOT NULL DEFAULT 0
+            CHECK (seen_floor >= 0);
+        ALTER TABLE engine_status ADD COLUMN seen_current_seq INTEGER NOT NULL DEFAULT 0
+            CHECK (seen_current_seq >= 0);
+        """
+    )
+
+
 #: Migration ``i`` takes the schema from version ``i`` to ``i + 1``.
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v1_registry,
@@ -421,6 +435,7 @@ MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v5_messages_only_axis,
     _v6_resync_audits,
     _v7_remote_read_overlay,
+    _v8_seen_relay_state,
 )
 LATEST_VERSION = len(MIGRATIONS)
 

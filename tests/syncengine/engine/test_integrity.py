@@ -51,3 +51,43 @@ def test_a_known_message_re_served_at_the_next_sequence_halts_and_skips_nothing(
     engine.pull()
     with Store(engine.store.path) as store:
         assert [m.body for m in store.history("crew")] == ["first", "second"]
+
+
+def test_a_relay_whose_current_seq_goes_backwards_halts_before_anything_moves(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    """#14: capabilities contradicting an earlier authenticated snapshot."""
+    from syncengine.http.errors import RelayRollback
+
+    engine = make_engine()
+    for body in ("one", "two", "three"):
+        relay.add_foreign(to_bob(body), new_uuid4())  # type: ignore[arg-type]
+    engine.pull()
+    relay.messages = relay.messages[:1]  # a relay restored from an older backup
+    with pytest.raises(RelayRollback, match="older than"):
+        engine.pull()
+    status = engine.status()
+    assert status.engine.state == "halted" and status.engine.last_error_code == "relay-rollback"
+    assert status.sync.binding is not None and status.sync.binding.transport_cursor == 3
+
+
+def test_a_rolled_back_floor_is_caught_by_a_new_process_too(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    from syncengine.http.errors import RelayRollback
+
+    engine = make_engine()
+    for body in ("one", "two", "three"):
+        relay.add_foreign(to_bob(body), new_uuid4())  # type: ignore[arg-type]
+    engine.pull()
+    relay.retain_through(2)
+    engine.pull()  # the floor 2 is now the newest this machine saw, durably
+    path = engine.store.path
+    engine.close()
+    relay.floor = 0  # a later snapshot claims the prefix is back
+    again = Engine(path, transport=relay.transport(), sleep=lambda s: None)
+    try:
+        with pytest.raises(RelayRollback, match="floor 0"):
+            again.push()
+    finally:
+        again.close()
