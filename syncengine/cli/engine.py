@@ -456,6 +456,7 @@ def _run_loop(args: argparse.Namespace, early: Any) -> int:
                 progress_stream=sys.stderr,
                 sleep=stop.interruptible_sleep,
                 workers=worker_count(),
+                interrupt=stop.check,
             )
             with engine, engine.lock():
 

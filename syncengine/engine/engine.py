@@ -229,6 +229,7 @@ class Engine:
         clock: Callable[[], float] = time.monotonic,
         progress_stream: TextIO | None = None,
         workers: int = 0,
+        interrupt: Callable[[], None] | None = None,
     ) -> None:
         self.store = Store(store_path)
         try:
@@ -240,6 +241,7 @@ class Engine:
         self._transport = transport
         self._client_config = client_config
         self._sleep = sleep
+        self._interrupt = interrupt
         self._clock = clock
         self._progress = progress_for(progress_stream)
         self._client: _WatchedClient | None = None
@@ -291,6 +293,7 @@ class Engine:
                 transport=self._transport,
                 sleep=self._sleep,
                 clock=self._clock,
+                interrupt=self._interrupt,
             )
             self._client.watch = self._observe
         return self._client

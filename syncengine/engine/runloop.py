@@ -58,6 +58,11 @@ class StopSignal:
         """Sleep up to ``seconds``; True when stopped meanwhile."""
         return self._event.wait(max(0.0, seconds))
 
+    def check(self) -> None:
+        """For the relay client between body chunks: unwind when stopped."""
+        if self.is_set:
+            raise StopRequested("stop requested")
+
     def interruptible_sleep(self, seconds: float) -> None:
         """For :class:`RelayClient`'s retry waits: unwind when stopped."""
         if self.wait(seconds) or self.is_set:

@@ -267,6 +267,7 @@ class RelayClient:
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        interrupt: Callable[[], None] | None = None,
     ) -> None:
         self._endpoint = check_endpoint(endpoint)
         self._config = config if config is not None else ClientConfig()
@@ -282,6 +283,9 @@ class RelayClient:
         self._credential = credential
         self._sleep = sleep
         self._clock = clock
+        #: Called between body chunks; raises to abandon a slow answer (the
+        #: run loop's stop signal), so SIGTERM is not held up by a dripping relay.
+        self._interrupt = interrupt
         self._http = httpx.Client(
             base_url=self._endpoint,
             timeout=self._config.timeout,
@@ -714,6 +718,8 @@ class RelayClient:
                     raise e.ResponseTooLarge(
                         f"response exceeds the {limit}-byte bound", status=response.status_code
                     )
+                if self._interrupt is not None:
+                    self._interrupt()  # the run loop's stop raises here
                 if self._clock() > deadline:
                     raise e.TransportFailure(
                         f"the relay took longer than {self._config.request_deadline:g} s "

@@ -546,6 +546,45 @@ def test_a_body_dripped_slowly_is_cut_at_the_attempts_deadline(
     assert fake_time.now - started <= 32.0
 
 
+def test_an_interrupt_between_body_chunks_abandons_a_slow_answer(
+    router: respx.MockRouter, fake_time: FakeTime
+) -> None:
+    """#14: run ignored SIGTERM while a relay dripped its answer."""
+
+    class Stopped(Exception):
+        pass
+
+    chunks = 0
+
+    def drip() -> Iterator[bytes]:
+        nonlocal chunks
+        for _ in range(1000):
+            chunks += 1
+            yield b" "
+
+    def interrupt() -> None:
+        if chunks >= 3:
+            raise Stopped
+
+    router.get("/v1/capabilities").mock(
+        return_value=httpx.Response(200, content=drip(), headers={"Agmsg-Protocol-Version": "1"})
+    )
+    from syncengine.http.client import RelayBinding, RelayClient
+    from tests.syncengine.http.helpers import credential
+
+    client = RelayClient(
+        ENDPOINT,
+        binding=RelayBinding(samples.SERVER, samples.TEAM),
+        credential=credential(),
+        sleep=fake_time.sleep,
+        clock=fake_time.clock,
+        interrupt=interrupt,
+    )
+    with client, pytest.raises(Stopped):
+        client.capabilities()
+    assert chunks == 3
+
+
 @pytest.mark.parametrize("value", [0.0, -1.0, float("nan"), float("inf"), 7200.0])
 def test_the_request_deadline_must_be_a_bounded_positive_number(value: float) -> None:
     with pytest.raises(ClientUsageError, match="request_deadline"):
