@@ -536,18 +536,24 @@ def _outcome_name(action: str, text: str) -> str:
 
 
 def run_seed(seed: int, steps: int, root: Path | None = None) -> RunStats:
-    """One seed in ``root`` (a fresh temporary directory when omitted)."""
-    logging.getLogger("syncengine").setLevel(logging.ERROR)
+    """One seed in ``root`` (a fresh temporary directory when omitted).
+
+    The engine's logs are quieted for the run and restored afterwards: a
+    simulation must not change what later code (or tests) log."""
     if root is None:
         shm = Path("/dev/shm")  # in memory when possible: crashes here spare the disk
         where = shm if shm.is_dir() and os.access(shm, os.W_OK) else None
         with tempfile.TemporaryDirectory(prefix=f"sim{seed}-", dir=where) as tmp:
             return run_seed(seed, steps, Path(tmp))
+    logger = logging.getLogger("syncengine")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
     sim = Simulation(seed, steps, root)
     try:
         return sim.run()
     finally:
         sim.close()
+        logger.setLevel(level)
 
 
 def run_seeds(seeds: Iterable[int], steps: int) -> RunStats:
