@@ -169,3 +169,22 @@ def test_send_from_stdin_drops_the_one_line_end_a_shell_adds(tmp_path: Path) -> 
     )
     shown = run("inbox", "crew", "bob", "--json", store=store)
     assert json.loads(shown.stdout)["body"] == "two\nlines"
+
+
+def test_team_rename_member_moves_the_agents_messages_to_the_new_name(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    assert run("send", "crew", "alice", "bob", "-", store=store, stdin="hi").returncode == 0
+    renamed = run("team", "rename-member", "crew", "bob", "robert", store=store)
+    assert renamed.returncode == 0, renamed.stderr
+    shown = run("inbox", "crew", "robert", "--json", store=store)
+    assert json.loads(shown.stdout)["body"] == "hi"
+    again = run("team", "rename-member", "crew", "bob", "robert", store=store)
+    assert again.returncode == 13 and "bob" in again.stderr
+
+
+def test_read_state_unblock_on_an_unconnected_store_exits_7_with_a_remedy(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    assert run("team", "create", "crew", "--member", "bob", store=store).returncode == 0
+    result = run("read-state", "unblock", "--member", "bob", "--json", store=store)
+    assert result.returncode == 7
+    assert json.loads(result.stdout)["error"]["code"] == "not-connected"
