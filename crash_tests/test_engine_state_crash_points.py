@@ -55,7 +55,7 @@ def test_every_engine_point_is_exercised_here() -> None:
     engine_points = set(ENGINE_CRASH_POINTS)
     covered = {*CONNECT, "engine.connect.after_commit"}
     covered |= {f"engine.{t}.{w}_commit"
-                for t in ("record", "roster", "resync", "security", "identity")
+                for t in ("record", "roster", "resync", "resume", "security", "identity")
                 for w in ("before", "after")}  # fmt: skip
     assert engine_points == covered
 
@@ -252,3 +252,26 @@ def test_resync_killed_at_a_commit_converges_on_rerun(
     synced = run_cli(a, "sync")
     assert synced.returncode == 0, synced.stderr
     assert exactly_once(a) == [("bob", "alice", "b5")]
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_resume_killed_at_its_commit_leaves_the_halt_or_clears_it(
+    live: LiveRelay, tmp_path: Path, when: str
+) -> None:
+    a, b = _pair(live, tmp_path)
+    conn = sqlite3.connect(a.store)
+    try:  # an earlier contradiction halted the binding
+        conn.execute(
+            "UPDATE engine_status SET state = 'halted', halt_code = 'corrupt-state',"
+            " halt_message = 'evidence', halt_at = '2026-01-01T00:00:00.000000Z'"
+        )
+        conn.commit()
+    finally:
+        conn.close()
+    assert run_cli(a, "sync").returncode == 6  # halted: no request made
+    crashed = run_cli(a, "resume", env={"SYNCENGINE_CRASH_AT": f"engine.resume.{when}_commit"})
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    halt = _rows(a, "SELECT halt_code FROM engine_status")
+    assert halt == ([("corrupt-state",)] if when == "before" else [(None,)])
+    assert run_cli(a, "resume").returncode == 0  # rerun: clears it, or finds nothing
+    _converges(a, b)

@@ -85,6 +85,9 @@ ENGINE_CRASH_POINTS: tuple[str, ...] = (
     # ``resync``: the resync-required marker cleared after the driver's commit.
     "engine.resync.before_commit",
     "engine.resync.after_commit",
+    # ``resume``: the operator clears a durable integrity halt.
+    "engine.resume.before_commit",
+    "engine.resume.after_commit",
     # ``security set``: one security-history append.
     "engine.security.before_commit",
     "engine.security.after_commit",

@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "run": "syncengine.cli.engine",
     "status": "syncengine.cli.engine",
     "resync": "syncengine.cli.engine",
+    "resume": "syncengine.cli.engine",
     "reprocess": "syncengine.cli.engine",
     "read-state": "syncengine.cli.engine",
     "security": "syncengine.cli.engine",
@@ -40,10 +41,11 @@ COMMANDS: dict[str, str] = {
 }
 #: The engine commands' exit codes (connect … resync), shown by ``--help``.
 EXIT_CODES_EPILOG = """\
-exit codes of connect, push, pull, sync, run, status, resync, reprocess, security:
+exit codes of connect, push, pull, sync, run, status, resync, resume, reprocess, security:
   0 ok   2 usage   3 transient (try again)   4 refused by the relay, or a resync
   approval that does not hold   5 resync required: run 'syncengine status' for the
-  exact 'syncengine resync' command   6 halted   7 not connected / configuration
+  exact 'syncengine resync' command   6 halted: verify the relay, then 'syncengine
+  resume'   7 not connected / configuration
   8 another engine holds the binding   10/12/13 store errors (driver-interface)"""
 
 # A module may register several commands; each is imported once.

@@ -147,6 +147,18 @@ def register(subparsers: Any) -> None:
     _common(reprocess)
     reprocess.set_defaults(handler=_reprocess)
 
+    resume = subparsers.add_parser(
+        "resume",
+        help="clear an integrity halt after verifying the relay (operator action)",
+        description="A relay that contradicted this machine (a page conflicting with what "
+        "it holds, an older state than it reported before, another instance answering) "
+        "halts the binding durably: sync, pull, push and run make no request until an "
+        "operator has verified the relay and resumes. The next operation checks "
+        "everything again and halts again if the relay still contradicts.",
+    )
+    _common(resume)
+    resume.set_defaults(handler=_resume)
+
     read_state = subparsers.add_parser(
         "read-state", help="read-state sync: clear a member's block after remedying it"
     )
@@ -530,6 +542,10 @@ def _status_text(obj: dict[str, Any]) -> str:
             f" ({obj['failures_since_success']} since last success)"
         )
         lines.append(f"  remedy        {failure['remediation']}")
+    if obj["integrity_halt"]:
+        h = obj["integrity_halt"]
+        lines.append(f"HALTED          since {h['at']}: {h['code']}: {h['message']}")
+        lines.append(f"  remedy        {h['remediation']}")
     if obj["resync_required"]:
         r = obj["resync_required"]
         lines.append(
@@ -554,6 +570,21 @@ def _status_text(obj: dict[str, Any]) -> str:
     if obj["blocked_messages"]:
         lines.append(f"blocked         {len(obj['blocked_messages'])} message(s) too large")
     return "\n".join(lines)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    def work(engine: Any) -> int:
+        cleared = engine.resume()
+        _emit(
+            args,
+            {"ok": True, "resumed": cleared},
+            "integrity halt cleared; the next sync checks the relay again"
+            if cleared
+            else "nothing to resume: this binding is not halted",
+        )
+        return 0
+
+    return _locked(args, work)
 
 
 def _read_state_unblock(args: argparse.Namespace) -> int:

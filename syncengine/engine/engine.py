@@ -40,7 +40,12 @@ from syncengine.engine.cycle import (
     push_once,
     reprocess_all,
 )
-from syncengine.engine.errors import ConfigurationError, StopRequested, classify
+from syncengine.engine.errors import (
+    ConfigurationError,
+    IntegrityHalted,
+    StopRequested,
+    classify,
+)
 from syncengine.engine.identity import read_identity
 from syncengine.engine.limits import (
     CATCH_UP_PUSH_LIMIT,
@@ -178,6 +183,15 @@ class EngineStatus:
             "failures_since_success": e.failures_since_success,
             "last_failure": last_failure,
             "resync_required": resync,
+            "integrity_halt": None
+            if e.halt_code is None
+            else {
+                "code": e.halt_code,
+                "message": e.halt_message,
+                "at": e.halt_at,
+                "remediation": "Verify the relay before syncing again, then run: "
+                f"syncengine resume --team {c.local_team}",
+            },
             "read_state": {
                 "floor": str(self.sync.read_floor),
                 "members": [
@@ -364,10 +378,34 @@ class Engine:
         with write_transaction(self.store.conn, self.store.path, point) as conn:
             return action(conn)
 
+    def _check_not_halted(self) -> None:
+        """A durable integrity halt stops every relay operation before any
+        request (issue #14): only the operator's :meth:`resume` clears it."""
+        with read_transaction(self.store.conn, self.store.path) as conn:
+            halt = st.load_halt(conn, self.connection.binding_pk)
+        if halt is not None:
+            code, message, at = halt
+            raise IntegrityHalted(
+                f"this binding is halted since {at} ({code}): {message}",
+                remediation="Verify the relay (its database, its endpoint) before syncing "
+                "again, then run: syncengine resume --team " + self.connection.local_team,
+            )
+
+    def resume(self) -> bool:
+        """Clear a durable integrity halt (the operator's explicit step);
+        returns whether one stood. The next operation checks everything again."""
+        pk = self.connection.binding_pk
+        cleared = self._write("engine.resume", lambda conn: st.clear_halt(conn, pk))
+        if cleared:
+            _log.info("integrity halt cleared by the operator")
+        return bool(cleared)
+
     @contextmanager
     def _recorded(self, *, pulled: bool) -> Iterator[None]:
-        """Record the outcome of one operation in ``engine_status`` (one transaction)."""
+        """Record the outcome of one operation in ``engine_status`` (one
+        transaction). A halted outcome also sets the durable integrity halt."""
         pk = self.connection.binding_pk
+        self._check_not_halted()
         try:
             yield
         except StopRequested:
@@ -387,6 +425,8 @@ class Engine:
             def record(conn: Any) -> None:
                 if resync is not None:
                     st.record_resync(conn, pk, resync.after, resync.min_available_seq, now)
+                if failure.state is EngineState.HALTED:
+                    st.record_halt(conn, pk, failure.code, failure.message, now)
                 st.record_failure(conn, pk, failure, now)
 
             try:
@@ -510,6 +550,7 @@ class Engine:
         clear the durable resync-required marker (one more transaction; a
         crash between the two is healed by a rerun, which finds the audit,
         or by the next pull)."""
+        self._check_not_halted()
         report = accept_retention_gap(self.store, self.connection, self.client, accept_floor)
         pk = self.connection.binding_pk
         self._write("engine.resync", lambda conn: st.record_resync_accepted(conn, pk))

@@ -16,6 +16,7 @@ returns::
     ├── PushOversized              4     refused   one message the relay refuses even alone
     ├── ResyncRefused              4     refused   a resync approval that does not hold now
     ├── ResyncUnsupported          7     refused   the driver lacks stage1-resync
+    ├── IntegrityHalted            6     halted    a durable halt stands; an operator resumes
     └── ConnectFailed              7     refused   persisting a connection failed; rolled back
 
 Exit codes (specs/engine.md "Exit codes"): 0 ok, 2 usage, 3 transient (try
@@ -52,6 +53,7 @@ __all__ = [
     "EngineError",
     "EngineLocked",
     "FailureRecord",
+    "IntegrityHalted",
     "NotConnected",
     "PushOversized",
     "ResyncRefused",
@@ -143,6 +145,20 @@ class PushOversized(EngineError):
     remediation = (
         "The relay refuses this message even alone (413); raise the relay's request limit. "
         "Later messages wait behind it, in order."
+    )
+
+
+class IntegrityHalted(EngineError):
+    """The relay contradicted this machine earlier (a conflicting page, a
+    rolled-back snapshot, another instance answering); the binding stays
+    stopped, with no request made, until an operator resumes it."""
+
+    code = "integrity-halt"
+    state = EngineState.HALTED
+    exit_code = EXIT_HALTED
+    remediation = (
+        "Verify the relay (its database, its endpoint) before syncing again, then run "
+        "'syncengine resume'. Nothing was moved past the contradiction."
     )
 
 

@@ -26,15 +26,18 @@ __all__ = [
     "ConnectionRecord",
     "EngineStatusRow",
     "append_security_entry",
+    "clear_halt",
     "clear_resync",
     "connection_for",
     "insert_connection",
     "list_connections",
+    "load_halt",
     "load_security_history",
     "load_seen",
     "load_status",
     "pending_push_count",
     "record_failure",
+    "record_halt",
     "record_resync",
     "record_resync_accepted",
     "record_seen",
@@ -220,6 +223,9 @@ class EngineStatusRow:
     resync_after: int | None
     resync_min_available_seq: int | None
     resync_recorded_at: str | None
+    halt_code: str | None = None
+    halt_message: str | None = None
+    halt_at: str | None = None
 
     @property
     def resync_required(self) -> bool:
@@ -230,7 +236,8 @@ def load_status(conn: Any, binding_pk: int) -> EngineStatusRow:
     row = conn.execute(
         "SELECT state, last_success_at, last_failure_at, failures_since_success,"
         " last_error_code, last_error_class, last_error_http_status, last_error_message,"
-        " last_error_remediation, resync_after, resync_min_available_seq, resync_recorded_at"
+        " last_error_remediation, resync_after, resync_min_available_seq, resync_recorded_at,"
+        " halt_code, halt_message, halt_at"
         " FROM engine_status WHERE binding_pk = ?",
         (binding_pk,),
     ).fetchone()
@@ -301,6 +308,37 @@ def record_seen(conn: Any, binding_pk: int, floor: int, current: int) -> None:
         " seen_current_seq = max(seen_current_seq, ?) WHERE binding_pk = ?",
         (floor, current, binding_pk),
     )
+
+
+def load_halt(conn: Any, binding_pk: int) -> tuple[str, str, str] | None:
+    """The durable integrity halt ``(code, message, at)``, if one stands."""
+    row = conn.execute(
+        "SELECT halt_code, halt_message, halt_at FROM engine_status"
+        " WHERE binding_pk = ? AND halt_code IS NOT NULL",
+        (binding_pk,),
+    ).fetchone()
+    return None if row is None else (str(row[0]), str(row[1]), str(row[2]))
+
+
+def record_halt(conn: Any, binding_pk: int, code: str, message: str, now: str) -> None:
+    """The relay contradicted this machine: stop the binding until an operator
+    resumes it (the first evidence is kept)."""
+    conn.execute(
+        "UPDATE engine_status SET halt_code = ?, halt_message = ?, halt_at = ?"
+        " WHERE binding_pk = ? AND halt_code IS NULL",
+        (code, message, now, binding_pk),
+    )
+
+
+def clear_halt(conn: Any, binding_pk: int) -> bool:
+    """The operator's ``resume``: returns whether a halt stood."""
+    conn.execute(
+        "UPDATE engine_status SET halt_code = NULL, halt_message = NULL, halt_at = NULL,"
+        " state = CASE WHEN state = 'halted' THEN 'ok' ELSE state END"
+        " WHERE binding_pk = ? AND halt_code IS NOT NULL",
+        (binding_pk,),
+    )
+    return bool(conn.changes())
 
 
 def record_resync_accepted(conn: Any, binding_pk: int) -> None:

@@ -415,13 +415,18 @@ def _v7_remote_read_overlay(conn: Any) -> None:
 def _v8_seen_relay_state(conn: Any) -> None:
     """The newest authenticated relay state each binding has seen (issue #14):
     a later snapshot whose floor or ``current_seq`` is lower contradicts it,
-    and the engine halts instead of acting on it (specs/engine.md "Trust")."""
+    and the engine halts instead of acting on it; and the durable
+    integrity-halt marker (``halt_*``) that keeps a binding stopped until an
+    operator runs ``syncengine resume`` (specs/engine.md "Trust")."""
     conn.execute(
         """
         ALTER TABLE engine_status ADD COLUMN seen_floor INTEGER NOT NULL DEFAULT 0
             CHECK (seen_floor >= 0);
         ALTER TABLE engine_status ADD COLUMN seen_current_seq INTEGER NOT NULL DEFAULT 0
             CHECK (seen_current_seq >= 0);
+        ALTER TABLE engine_status ADD COLUMN halt_code TEXT;
+        ALTER TABLE engine_status ADD COLUMN halt_message TEXT;
+        ALTER TABLE engine_status ADD COLUMN halt_at TEXT;
         """
     )
 

@@ -63,6 +63,8 @@ REACHED_BY: dict[str, str | None] = {
     "engine.roster.after_commit": "sync",
     "engine.resync.before_commit": None,
     "engine.resync.after_commit": None,
+    "engine.resume.before_commit": None,
+    "engine.resume.after_commit": None,
     "engine.security.before_commit": None,
     "engine.security.after_commit": None,
     "engine.identity.before_commit": None,

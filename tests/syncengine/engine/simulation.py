@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 
 from syncengine.engine import Engine
+from syncengine.engine.errors import IntegrityHalted
 from syncengine.http.errors import ResyncRequired, TransientFailure
 from syncengine.ids import new_uuid7
 from syncengine.ops.errors import SyncCorruptState
@@ -230,6 +231,10 @@ class Simulation:
             return f"transient:{exc.code}"
         except SyncCorruptState:
             return "halted"
+        except IntegrityHalted:
+            # The operator verified the relay (the lie was one episode).
+            engine.resume()
+            return "integrity-halt->resumed"
         except ResyncRequired as exc:
             if self.rng.random() < resync_now:
                 floor = exc.min_available_seq
@@ -324,6 +329,7 @@ class Simulation:
             cursor + 1,
             False,
         )
+        self.engines[index].resume()  # an earlier episode's halt was verified
         self.relay.inject("GET", "/v1/messages", lambda: reply(lie.to_obj()))
         before = set(self.bodies(index))
         try:
@@ -488,6 +494,7 @@ class Simulation:
                 raise self.fail("the quiescent phase never settled")
             before = self.snapshot()
             for i in range(MACHINES):
+                self.engines[i].resume()  # the operator verified the relay
                 try:
                     self.engines[i].sync()
                 except ResyncRequired as exc:

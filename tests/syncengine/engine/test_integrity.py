@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from syncengine.engine import Engine
-from syncengine.engine.errors import EXIT_HALTED, classify
+from syncengine.engine.errors import EXIT_HALTED, IntegrityHalted, classify
 from syncengine.ids import new_uuid4
 from syncengine.ops.errors import SyncCorruptState
 from syncengine.store import Store
@@ -47,7 +47,16 @@ def test_a_known_message_re_served_at_the_next_sequence_halts_and_skips_nothing(
     status = engine.status()
     assert status.engine.state == "halted" and status.sync.conflicts == 1
     assert status.sync.binding is not None and status.sync.binding.transport_cursor == 1
-    # The relay comes to its senses: the genuine sequence 2 arrives, once.
+    # Durably halted: no request is made until the operator resumes.
+    requests = len(relay.requests)
+    with pytest.raises(IntegrityHalted, match="halted since") as halted:
+        engine.pull()
+    assert "syncengine resume --team crew" in halted.value.remediation
+    assert len(relay.requests) == requests
+    assert engine.status().to_obj()["integrity_halt"]["code"] == "corrupt-state"
+    # The relay came to its senses; the operator resumes and the genuine
+    # sequence 2 arrives, once.
+    assert engine.resume()
     engine.pull()
     with Store(engine.store.path) as store:
         assert [m.body for m in store.history("crew")] == ["first", "second"]
