@@ -88,17 +88,13 @@ def _op_capabilities(store: Store | None, args: list[str], data: bytes) -> list[
 
 def _op_prepare(store: Store | None, args: list[str], data: bytes) -> list[str]:
     from syncengine.ops.prepare_push import MAX_PREPARE_LIMIT
-    from syncengine.ops.records import SyncPrepare, parse_jsonl
-    from syncengine.store.errors import InvalidInput
+    from syncengine.ops.records import SyncPrepare
 
     if len(args) not in (4, 5):
         raise _usage("prepare <binding…> [<limit>]   (one sync_prepare on stdin)")
     key = _binding(args)
     limit = _limit(args[4], MAX_PREPARE_LIMIT) if len(args) == 5 else DEFAULT_LIMIT
-    records = list(parse_jsonl(data))
-    if len(records) != 1:
-        raise InvalidInput("stdin", "prepare reads exactly one sync_prepare record")
-    where, value = records[0]
+    where, value = _one_record(data, "prepare", "sync_prepare")
     request = SyncPrepare.from_obj(value, where)
     assert store is not None
     return _dump(store.sync_prepare_push(key, request, limit).records())

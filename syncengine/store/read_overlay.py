@@ -50,12 +50,6 @@ __all__ = [
 #: (wire_id, server_seq, local_position) of one durable mapping.
 Mapping = tuple[str, int, int]
 
-_RECIPIENT = (
-    "SELECT m.recipient_pk, r.member_id FROM messages AS m"
-    " JOIN members AS r ON r.member_pk = m.recipient_pk"
-    " WHERE m.seq = ? AND r.roster = 1"
-)
-
 
 def active_bindings(conn: Any, team_pk: int) -> list[int]:
     return [
@@ -215,29 +209,49 @@ def _queue(conn: Any, binding_pk: int, member_id: str, wire_id: str, server_seq:
         )
 
 
+#: The mappings of one call as a relation ``maps(wire, seq, pos)``, joined in a
+#: fixed order (CROSS JOIN) so each mapping costs index probes, never a scan.
+_MAPPED = """
+    WITH maps(wire, seq, pos) AS (
+        SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(:maps))
+    SELECT m.recipient_pk, r.member_id, maps.wire, maps.seq, maps.pos,
+           maps.seq <= max(:floor, coalesce(
+               (SELECT f.server_seq FROM read_remote_frontiers AS f
+                WHERE f.binding_pk = :b AND f.member_id = r.member_id), 0))
+           OR EXISTS (SELECT 1 FROM read_remote_exact AS e
+                      WHERE e.binding_pk = :b AND e.member_id = r.member_id
+                        AND e.wire_id = maps.wire) AS covered,
+           maps.pos <= coalesce((SELECT local_position FROM read_frontiers
+                                 WHERE member_pk = m.recipient_pk), 0)
+           OR EXISTS (SELECT 1 FROM message_reads AS x
+                      WHERE x.reader_pk = m.recipient_pk AND x.msg_seq = maps.pos) AS read
+    FROM maps CROSS JOIN messages AS m CROSS JOIN members AS r
+    WHERE m.seq = maps.pos AND r.member_pk = m.recipient_pk AND r.roster = 1
+"""
+
+
 def on_mappings(conn: Any, binding_pk: int, mappings: Sequence[Mapping], now: str) -> None:
     """New durable mappings (imports, echoes, acknowledgements): project
-    remote coverage onto each message, or promote its existing local read."""
-    readers: set[int] = set()
-    team_pk = _team_of_binding(conn, binding_pk)
-    for wire_id, server_seq, seq in mappings:
-        found = conn.execute(_RECIPIENT, (seq,)).fetchone()
-        if found is None:
-            continue
-        reader, member_id = int(found[0]), str(found[1])
-        covered = server_seq <= effective_frontier(conn, binding_pk, member_id) or (
-            conn.execute(
-                "SELECT 1 FROM read_remote_exact"
-                " WHERE binding_pk = ? AND member_id = ? AND wire_id = ?",
-                (binding_pk, member_id, wire_id),
-            ).fetchone()
-            is not None
-        )
-        if covered:
-            readers |= _mark(conn, team_pk, [(reader, seq)], now)
-        elif _is_read(conn, reader, seq):
-            _queue(conn, binding_pk, member_id, wire_id, server_seq)
-    compact_readers(conn, readers)
+    remote coverage onto each message, or promote its existing local read.
+    One set-based statement per call classifies the whole batch; only the
+    rare covered or already-read messages cost further writes."""
+    if not mappings:
+        return
+    import json
+
+    floor = conn.execute(
+        "SELECT read_floor FROM sync_bindings WHERE binding_pk = ?", (binding_pk,)
+    ).fetchone()[0]
+    rows = conn.execute(
+        _MAPPED,
+        {"maps": json.dumps([list(m) for m in mappings]), "floor": floor, "b": binding_pk},
+    ).fetchall()
+    covered = [(int(r[0]), int(r[4])) for r in rows if r[5]]
+    for _, member_id, wire_id, server_seq, _, is_covered, is_read in rows:
+        if not is_covered and is_read:
+            _queue(conn, binding_pk, str(member_id), str(wire_id), int(server_seq))
+    if covered:
+        compact_readers(conn, _mark(conn, _team_of_binding(conn, binding_pk), covered, now))
 
 
 def on_local_reads(conn: Any, team_pk: int, reader: int, seqs: Sequence[int]) -> None:
