@@ -100,3 +100,58 @@ def test_a_rolled_back_floor_is_caught_by_a_new_process_too(
             again.push()
     finally:
         again.close()
+
+
+def test_a_current_seq_below_the_transport_cursor_halts_even_with_nothing_seen_recorded(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    from syncengine.http.errors import RelayRollback
+
+    engine = make_engine()
+    for body in ("one", "two"):
+        relay.add_foreign(to_bob(body), new_uuid4())  # type: ignore[arg-type]
+    engine.pull()
+    path = engine.store.path
+    engine.close()
+    with Store(path) as store:  # a store from before the seen-state columns
+        store.conn.execute("UPDATE engine_status SET seen_floor = 0, seen_current_seq = 0")
+    relay.messages = relay.messages[:1]
+    again = Engine(path, transport=relay.transport(), sleep=lambda s: None)
+    try:
+        with pytest.raises(RelayRollback, match="current_seq 1"):
+            again.pull()
+    finally:
+        again.close()
+
+
+def test_an_integrity_halt_also_stops_resync_before_any_request(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    engine.store.conn.execute(
+        "UPDATE engine_status SET halt_code = 'relay-rollback', halt_message = 'm',"
+        " halt_at = '2026-01-01T00:00:00.000000Z'"
+    )
+    requests = len(relay.requests)
+    with pytest.raises(IntegrityHalted):
+        engine.resync(5)
+    assert len(relay.requests) == requests
+
+
+def test_members_and_capabilities_whose_floors_keep_disagreeing_are_refused(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    from syncengine.engine.read_sync import SNAPSHOT_ATTEMPTS, snapshot_roster
+    from syncengine.http.errors import ProtocolViolation
+    from wire.http_v1.binding import ResponseBinding
+    from wire.http_v1.members import Member, MembersDocument
+
+    engine = make_engine()
+    moved = ResponseBinding(relay.server_instance_id, relay.team_id, relay.team_name, 1)
+    relay.add_foreign(to_bob("one"), new_uuid4())  # type: ignore[arg-type]
+    members = tuple(Member(mid, name) for mid, name in sorted(relay.roster))
+    document = MembersDocument(moved, len(relay.roster), members)
+    answers = [lambda: reply(document.to_obj())] * SNAPSHOT_ATTEMPTS
+    relay.inject("GET", "/v1/members", *answers)
+    with pytest.raises(ProtocolViolation, match="kept changing"):
+        snapshot_roster(engine.client)
