@@ -40,6 +40,28 @@ def _common(parser: argparse.ArgumentParser, *, team_required: bool = False) -> 
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def _deadline_option(parser: argparse.ArgumentParser) -> None:
+    """``--deadline``: the whole command's time budget (issue #14, item 2); the
+    default is ``limits.DEFAULT_COMMAND_DEADLINE``, applied in :func:`_engine`
+    (importing the engine here would slow every command's start)."""
+    parser.add_argument(
+        "--deadline",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="give up after this long in all (default: 900); what was committed stays committed",
+    )
+
+
+def _seconds(text: str) -> float:
+    from syncengine.engine.deadline import check_deadline_seconds
+
+    try:
+        return check_deadline_seconds(float(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _limit(text: str) -> int:
     value = int(text)
     if not 1 <= value <= 1000:
@@ -87,16 +109,19 @@ def register(subparsers: Any) -> None:
         help="repeat pushes of --limit (default 1000) until the backlog is sent",
     )
     _common(push)
+    _deadline_option(push)
     push.set_defaults(handler=_push)
 
     pull = subparsers.add_parser("pull", help="fetch and apply every new relay message")
     pull.add_argument("--limit", type=_limit, default=None, metavar="N", help="page size")
     _common(pull)
+    _deadline_option(pull)
     pull.set_defaults(handler=_pull)
 
     sync = subparsers.add_parser("sync", help="push, then pull")
     sync.add_argument("--limit", type=_limit, default=None, metavar="N", help="push limit")
     _common(sync)
+    _deadline_option(sync)
     sync.set_defaults(handler=_sync)
 
     run = subparsers.add_parser(
@@ -138,6 +163,7 @@ def register(subparsers: Any) -> None:
         help="the relay's min_available_seq, exactly as 'syncengine status' shows it",
     )
     _common(resync, team_required=True)
+    _deadline_option(resync)
     resync.set_defaults(handler=_resync)
 
     reprocess = subparsers.add_parser(
@@ -242,7 +268,20 @@ def _engine(args: argparse.Namespace) -> Any:
     from syncengine.engine import Engine
     from syncengine.engine.workers import worker_count
 
-    return Engine(args.store, args.team, progress_stream=sys.stderr, workers=worker_count())
+    if not hasattr(args, "deadline"):  # a local command: no relay, no budget
+        return Engine(args.store, args.team, progress_stream=sys.stderr, workers=worker_count())
+    from syncengine.engine.deadline import CommandDeadline
+    from syncengine.engine.limits import DEFAULT_COMMAND_DEADLINE
+
+    deadline = CommandDeadline(args.deadline or DEFAULT_COMMAND_DEADLINE)
+    return Engine(
+        args.store,
+        args.team,
+        progress_stream=sys.stderr,
+        workers=worker_count(),
+        interrupt=deadline.check,
+        sleep=deadline.sleep,
+    )
 
 
 # -- handlers ----------------------------------------------------------------------------

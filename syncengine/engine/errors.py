@@ -13,6 +13,7 @@ returns::
     ├── ConfigurationError         7     refused   security mode, epoch, identity, token
     ├── TokenSourceRefused         2     refused   a literal --token (secrets never on argv)
     ├── EngineLocked               8     refused   another engine holds this binding
+    ├── CommandDeadlineExceeded    3     backoff   a one-shot command ran out of --deadline
     ├── PushOversized              4     refused   one message the relay refuses even alone
     ├── ResyncRefused              4     refused   a resync approval that does not hold now
     ├── ResyncUnsupported          7     refused   the driver lacks stage1-resync
@@ -48,6 +49,7 @@ __all__ = [
     "EXIT_TRANSIENT",
     "EXIT_USAGE",
     "AlreadyConnected",
+    "CommandDeadlineExceeded",
     "ConfigurationError",
     "ConnectFailed",
     "EngineError",
@@ -136,6 +138,20 @@ class EngineLocked(EngineError):
     exit_code = EXIT_LOCKED
     remediation = (
         "Another syncengine process is syncing this binding; stop it (or wait for it) first."
+    )
+
+
+class CommandDeadlineExceeded(EngineError):
+    """A one-shot command's whole time budget ran out (issue #14: every relay
+    interaction bounded in total time). Every page and acknowledgement
+    committed before it stays committed; the next run resumes from there."""
+
+    code = "deadline"
+    state = EngineState.BACKOFF
+    exit_code = EXIT_TRANSIENT
+    remediation = (
+        "Everything committed before the deadline is kept; run the command again "
+        "(or give it longer with --deadline SECONDS)."
     )
 
 

@@ -15,7 +15,9 @@ from wire.limits import MAX_BATCH, MAX_PAGE_LIMIT, MAX_REQUEST_BYTES
 __all__ = [
     "BATCH_BYTE_BUDGET",
     "CATCH_UP_PUSH_LIMIT",
+    "DEFAULT_COMMAND_DEADLINE",
     "DEFAULT_INTERVAL",
+    "MAX_COMMAND_DEADLINE",
     "MAX_LOCAL_SECURITY_HISTORY",
     "MIN_INTERVAL",
     "PULL_PAGE_LIMIT",
@@ -44,6 +46,12 @@ DEFAULT_INTERVAL = 5.0
 MIN_INTERVAL = 0.2
 #: No wait of the run loop may exceed a day.
 MAX_WAIT = 86400.0
+#: Seconds a one-shot push/pull/sync/resync may take in all: long enough for a
+#: first pull of a million messages on a slow link, short enough that a relay
+#: serving endless slow pages cannot hold a scheduled job past the next one.
+#: Nothing is lost when it passes: every committed page stays committed.
+DEFAULT_COMMAND_DEADLINE = 900.0
+MAX_COMMAND_DEADLINE = MAX_WAIT
 
 
 @dataclass(frozen=True, slots=True)

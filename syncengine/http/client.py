@@ -45,6 +45,7 @@ import httpx
 from syncengine import __version__
 from syncengine.http import errors as e
 from syncengine.http.credentials import Credential, Secret
+from syncengine.http.guard import AttemptGuard, guard_client
 from syncengine.http.retry import (
     RETRY_AFTER_STATUSES,
     RetryPolicy,
@@ -298,6 +299,8 @@ class RelayClient:
             ),
             transport=transport,
         )
+        self._guard = AttemptGuard(clock=clock, interrupt=interrupt)
+        guard_client(self._http, self._guard)
 
     def _trust(self) -> ssl.SSLContext | bool:
         """The TLS trust for this client: the configured context, the default
@@ -599,25 +602,30 @@ class RelayClient:
             content=call.body,
             headers=self._headers(call),
         )
+        if self._interrupt is not None:
+            self._interrupt()  # stopped (or out of time) before this attempt began
         started = self._clock()
-        try:
-            response = self._http.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            error = classify_transport_error(exc)
-            _log.info("%s failed: %s", call.describe, error)
-            raise error from None
-        try:
-            _log.debug(
-                "%s -> %d (%.1f ms)",
-                call.describe,
-                response.status_code,
-                (self._clock() - started) * 1000,
-            )
-            return self._handle(call, response, started)
-        finally:
-            response.close()
-            # The relay has no use for cookies; never replay one a proxy set.
-            self._http.cookies.clear()
+        # From the first byte sent to the last byte read, however the relay
+        # paces its status line, headers or body (syncengine.http.guard).
+        with self._guard.attempt(self._config.request_deadline):
+            try:
+                response = self._http.send(request, stream=True)
+            except httpx.HTTPError as exc:
+                error = classify_transport_error(exc)
+                _log.info("%s failed: %s", call.describe, error)
+                raise error from None
+            try:
+                _log.debug(
+                    "%s -> %d (%.1f ms)",
+                    call.describe,
+                    response.status_code,
+                    (self._clock() - started) * 1000,
+                )
+                return self._handle(call, response, started)
+            finally:
+                response.close()
+                # The relay has no use for cookies; never replay one a proxy set.
+                self._http.cookies.clear()
 
     def _handle(self, call: _Call[T], response: httpx.Response, started: float) -> T:
         status = response.status_code

@@ -12,7 +12,15 @@ n-th match:
   that answer is sent (the "relay died after commit" case);
 * ``answer`` — the proxy answers by itself (429/503 with ``Retry-After``,
   the protocol header and a proper v1 error envelope); the relay never
-  sees the request.
+  sees the request;
+* ``delay`` — the relay's answer is held back ``delay`` seconds;
+* ``rewrite`` — the relay's genuine answer is parsed (:class:`Response`) and
+  ``rewrite`` returns the bytes sent instead (a lying relay);
+* ``raw`` — the request reaches the relay and ``raw`` writes whatever it
+  likes to the client's socket (slow drips, truncations, garbage), after
+  which the connection is closed.
+
+A fault fires on the ``nth`` match, or on every match when ``every``.
 
 Every request seen is logged with its monotonic arrival time, so tests can
 bound the waits between attempts from below.
@@ -24,10 +32,10 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from wire.http_v1.errors import ErrorResponse
 
@@ -39,12 +47,62 @@ class Fault:
     """What to do with the ``nth`` (1-based) request matching ``target``."""
 
     target: str  # "POST /v1/messages"
-    action: str  # "drop_response" | "answer"
+    action: str  # "drop_response" | "answer" | "delay" | "rewrite" | "raw"
     nth: int = 1
     status: int = 0
     retry_after: str | None = None
     body: bytes = b""
     fired_at: float | None = None
+    every: bool = False
+    delay: float = 0.0
+    rewrite: Callable[[Response], bytes] | None = None
+    raw: Callable[[socket.socket, Response], None] | None = None
+    fired: int = 0
+
+
+@dataclass
+class Response:
+    """A relay answer taken apart: status line, headers (in order), body."""
+
+    status_line: bytes
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+    request: bytes = b""
+
+    @property
+    def status(self) -> int:
+        return int(self.status_line.split(b" ", 2)[1])
+
+    def header(self, name: bytes) -> bytes | None:
+        return next((v for k, v in self.headers if k.lower() == name.lower()), None)
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def encode(
+        self,
+        body: bytes | None = None,
+        *,
+        status_line: bytes | None = None,
+        replace: dict[bytes, bytes] | None = None,
+        drop: tuple[bytes, ...] = (),
+    ) -> bytes:
+        """These headers (minus ``drop``, with ``replace`` values) and ``body``,
+        framed with a correct Content-Length."""
+        body = self.body if body is None else body
+        replace = {k.lower(): v for k, v in (replace or {}).items()}
+        skip = {b"content-length", b"transfer-encoding", *(d.lower() for d in drop)}
+        lines = [status_line or self.status_line]
+        for name, value in self.headers:
+            if name.lower() in skip or name.lower() in replace:
+                continue
+            lines.append(name + b": " + value)
+        lines += [name + b": " + value for name, value in replace.items()]
+        lines.append(b"content-length: %d" % len(body))
+        return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+    def with_json(self, document: Any) -> bytes:
+        return self.encode(json.dumps(document, separators=(",", ":")).encode())
 
 
 @dataclass
@@ -74,11 +132,16 @@ class FaultProxy:
     def _decide(self, target: str) -> Fault | None:
         with self._lock:
             self._counts[target] = n = self._counts.get(target, 0) + 1
-            due = (f for f in self.faults if f.target == target and f.nth == n)
-            chosen = next((f for f in due if f.fired_at is None), None)
+            due = (
+                f
+                for f in self.faults
+                if f.target == target and (f.every or (f.nth == n and f.fired_at is None))
+            )
+            chosen = next(due, None)
             now = time.monotonic()
             if chosen is not None:
                 chosen.fired_at = now
+                chosen.fired += 1
             self.seen.append(Seen(target, now, chosen.action if chosen else None))
             return chosen
 
@@ -101,9 +164,20 @@ class FaultProxy:
                 response = _read_message(upstream_reader, is_request=False)
                 if response is None:
                     return
-                if fault is not None and fault.action == "drop_response":
+                if fault is None:
+                    client.sendall(response)
+                elif fault.action == "drop_response":
                     return  # the relay committed; its answer is lost with the connection
-                client.sendall(response)
+                elif fault.action == "delay":
+                    time.sleep(fault.delay)
+                    client.sendall(response)
+                elif fault.action == "rewrite":
+                    assert fault.rewrite is not None
+                    client.sendall(fault.rewrite(parse_response(response, request)))
+                elif fault.action == "raw":
+                    assert fault.raw is not None
+                    fault.raw(client, parse_response(response, request))
+                    return
         except OSError:
             return
         finally:
@@ -147,6 +221,26 @@ def _read_message(reader: BinaryIO, *, is_request: bool) -> bytes | None:
     if not is_request and length == 0 and b"content-length" not in headers:
         return head  # no body (e.g. 204); the relay always declares its bodies
     return head + reader.read(length)
+
+
+def parse_response(raw: bytes, request: bytes = b"") -> Response:
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    headers = []
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers.append((name.strip(), value.strip()))
+    response = Response(lines[0], headers, rest, request)
+    if (response.header(b"transfer-encoding") or b"").lower() == b"chunked":
+        body, data = b"", rest
+        while True:
+            size_line, _, data = data.partition(b"\r\n")
+            size = int(size_line.split(b";", 1)[0], 16)
+            if size == 0:
+                break
+            body, data = body + data[:size], data[size + 2 :]
+        response.body = body
+    return response
 
 
 def _synthetic(fault: Fault) -> bytes:

@@ -11,12 +11,18 @@ user runs.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import LeanTeam, exactly_once, relay_counts, relay_port, run_cli
-from tests.e2e.proxy import Fault, error_body, fault_proxy
+from tests.e2e.proxy import Fault, Response, error_body, fault_proxy
 from tests.relay.live import LiveRelay
 
 POST = "POST /v1/messages"
@@ -70,3 +76,64 @@ def test_retry_after_is_waited_out_before_the_next_attempt_then_the_cycle_succee
         assert relay_counts(live, team.id) == (1, 1)
         with a.engine() as engine:
             assert engine.status().engine.state == "ok"
+
+
+def test_a_relay_answering_every_page_slowly_cannot_hold_a_command_past_its_deadline(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    """#14: a per-read timeout bounds no command; ``--deadline`` bounds the whole
+    ``pull``, which keeps every page it committed and exits 3 (try again)."""
+    with fault_proxy(relay_port(live)) as proxy:
+        team = LeanTeam(live, tmp_path)
+        a = team.machine("a")
+        a.send("alice", "bob", *(f"m{i}" for i in range(8)))
+        a.sync()
+        b = team.via(proxy.url).machine("b")
+        proxy.faults.append(Fault("GET /v1/messages", "delay", every=True, delay=0.5))
+        result = run_cli(b, "pull", "--limit", "1", "--deadline", "1.6", "--json")
+        assert result.returncode == 3, result.stderr
+        assert json.loads(result.stdout)["error"]["code"] == "deadline"
+        partial = b.bodies()
+        assert 1 <= len(partial) < 8  # the pages before the deadline were committed
+        proxy.faults.clear()
+        assert run_cli(b, "pull", "--json").returncode == 0
+        assert exactly_once(b) == exactly_once(a)
+
+
+def test_run_stops_cleanly_on_sigterm_while_the_relay_withholds_its_headers(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    """#14: ``run`` ignored SIGTERM while a relay held a request open."""
+
+    def withhold(client: socket.socket, response: Response) -> None:
+        time.sleep(20)  # neither status line nor headers
+
+    with fault_proxy(relay_port(live)) as proxy:
+        team = LeanTeam(live, tmp_path, endpoint=proxy.url)
+        a = team.machine("a")
+        proxy.faults.append(Fault(CAPABILITIES, "raw", every=True, raw=withhold))
+        env = {k: v for k, v in os.environ.items() if k != "SYNCENGINE_CRASH_AT"}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "syncengine", "run", "--json"],
+            env={**env, "SYNCENGINE_STORE": str(a.store)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert process.stdout is not None
+            assert json.loads(process.stdout.readline())["event"] == "started"
+            deadline = time.monotonic() + 30
+            while not proxy.requests(CAPABILITIES) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)  # the request is now waiting for headers
+            signalled = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            code = process.wait(timeout=10)
+            stopped = time.monotonic() - signalled
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert code == 0, process.stderr.read() if process.stderr else ""
+        assert stopped < 3.0

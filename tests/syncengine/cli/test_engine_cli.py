@@ -114,6 +114,29 @@ def test_run_refuses_an_interval_that_is_not_a_finite_bounded_number(
     assert not store.exists()
 
 
+@pytest.mark.parametrize("command", ["push", "pull", "sync"])
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-5", "1e9", "soon"])
+def test_a_deadline_that_is_not_a_finite_bounded_number_is_a_usage_error(
+    tmp_path: Path, command: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "s.db"
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--deadline", value, "--store", str(store)])
+    assert exited.value.code == 2
+    assert "--deadline" in capsys.readouterr().err
+    assert not store.exists()
+
+
+def test_the_deadline_help_names_the_default_the_engine_applies(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from syncengine.engine.limits import DEFAULT_COMMAND_DEADLINE
+
+    with pytest.raises(SystemExit):
+        main(["sync", "--help"])
+    assert f"default: {DEFAULT_COMMAND_DEADLINE:g}" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("floor", ["04", "-1", "1e3", "abc", "9223372036854775808"])
 def test_resync_refuses_a_floor_that_is_not_a_canonical_sequence(
     tmp_path: Path, floor: str, capsys: pytest.CaptureFixture[str]

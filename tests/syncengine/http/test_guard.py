@@ -1,0 +1,163 @@
+"""The whole-attempt deadline and the stop check below httpx, on real sockets.
+
+Issue #14: a relay that paces its *status line and headers* one byte at a
+time passed every per-read timeout (the body reader's deadline never ran,
+because no body had begun), and ``run`` could not stop meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+
+import httpx
+import pytest
+
+from syncengine.http import ClientConfig, RelayBinding, RelayClient, RetryPolicy
+from syncengine.http.errors import TransportFailure
+from syncengine.http.guard import READ_SLICE, AttemptGuard, guard_client
+from tests.syncengine.http.helpers import credential
+from tests.wire.http_v1 import samples
+
+
+@contextmanager
+def raw_server(serve: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A loopback TCP server that runs ``serve`` on each accepted connection."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    done = threading.Event()
+
+    def loop() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn, suppress(OSError):
+                serve(conn)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        done.set()
+        thread.join(5)
+        listener.close()
+
+
+def drip_headers(stop: threading.Event) -> Callable[[socket.socket], None]:
+    """Answer with a status line, then one header byte every 50 ms (for 8 s:
+    long enough to outlast the deadline, short enough that a client without
+    one fails the test instead of hanging it)."""
+
+    def serve(conn: socket.socket) -> None:
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\n")
+        until = time.monotonic() + 8
+        while not stop.is_set() and time.monotonic() < until:
+            conn.sendall(b"X")
+            time.sleep(0.05)
+
+    return serve
+
+
+def silent(stop: threading.Event) -> Callable[[socket.socket], None]:
+    """Read the request and say nothing for 8 s (then hang up)."""
+
+    def serve(conn: socket.socket) -> None:
+        conn.recv(65536)
+        stop.wait(8)
+
+    return serve
+
+
+def client_for(url: str, **kwargs: object) -> RelayClient:
+    interrupt = kwargs.pop("interrupt", None)
+    return RelayClient(
+        url,
+        binding=RelayBinding(samples.SERVER, samples.TEAM),
+        credential=credential(),
+        config=ClientConfig(retry=RetryPolicy(max_attempts=1), **kwargs),  # type: ignore[arg-type]
+        interrupt=interrupt,  # type: ignore[arg-type]
+    )
+
+
+def test_headers_dripped_a_byte_at_a_time_are_cut_at_the_attempts_deadline() -> None:
+    stop = threading.Event()
+    with raw_server(drip_headers(stop)) as url, client_for(url, request_deadline=1.0) as client:
+        started = time.monotonic()
+        with pytest.raises(TransportFailure, match="whole-attempt deadline"):
+            client.capabilities()
+        elapsed = time.monotonic() - started
+        stop.set()
+    assert 1.0 <= elapsed < 1.0 + 5 * READ_SLICE + 1.0
+
+
+def test_a_stop_unwinds_a_request_waiting_for_headers_within_a_slice() -> None:
+    class Stopped(Exception):
+        pass
+
+    stop = threading.Event()
+    asked_at: list[float] = []
+
+    def interrupt() -> None:
+        if asked_at and time.monotonic() >= asked_at[0]:
+            raise Stopped
+
+    with (
+        raw_server(silent(stop)) as url,
+        client_for(url, interrupt=interrupt) as client,
+    ):
+        asked_at.append(time.monotonic() + 0.5)
+        with pytest.raises(Stopped):
+            client.capabilities()  # the read timeout alone would wait 30 s
+        late = time.monotonic() - asked_at[0]
+        stop.set()
+    assert late < 4 * READ_SLICE
+
+
+def test_a_slow_but_steady_answer_within_the_deadline_is_read_whole() -> None:
+    """Each byte arrives after many empty slices; none is lost on the way."""
+    body = json.dumps(samples.capabilities("7")).encode()
+
+    def serve(conn: socket.socket) -> None:
+        conn.recv(65536)
+        head = (
+            b"HTTP/1.1 200 OK\r\nAgmsg-Protocol-Version: 1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
+        whole = head + body
+        third = len(whole) // 3
+        for piece in (whole[:third], whole[third : 2 * third], whole[2 * third :]):
+            conn.sendall(piece)
+            time.sleep(READ_SLICE * 2.5)
+
+    with raw_server(serve) as url, client_for(url, request_deadline=30.0) as client:
+        caps = client.capabilities()
+    assert caps.current_seq == 7
+
+
+def test_the_guard_sits_below_the_default_transport_and_every_proxy_mount() -> None:
+    guard = AttemptGuard()
+    plain = httpx.Client()
+    proxied = httpx.Client(mounts={"http://": httpx.HTTPTransport(proxy="http://127.0.0.1:9")})
+    try:
+        assert guard_client(plain, guard) == 1
+        assert guard_client(proxied, guard) == 2
+        assert guard_client(plain, guard) == 1  # installing twice does not stack
+    finally:
+        plain.close()
+        proxied.close()
+
+
+def test_an_in_memory_transport_is_left_alone() -> None:
+    client = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(204)))
+    try:
+        assert guard_client(client, AttemptGuard()) == 0
+    finally:
+        client.close()
