@@ -71,6 +71,9 @@ from wire.message import Message
 __all__ = ["ApplyPlan", "ApplyResult", "StoredPull", "StoredPush", "apply_pull", "plan_apply"]
 
 _IN_CHUNK = 400
+#: Characters of a sealed blob the replay index holds (migration 9): the
+#: age header's first recipient stanza, random per seal.
+ENVELOPE_HEAD = 160
 
 EnvelopeKey = tuple[int, str, str | None, str]
 
@@ -154,14 +157,20 @@ def plan_apply(
     pulled: dict[str, StoredPull],
     pushed: dict[str, StoredPush],
     seq_owners: dict[int, str],
+    replays: dict[str, str] | None = None,
 ) -> ApplyPlan:
     """Decide every envelope's outcome from durable facts (pure).
 
     ``pulled`` / ``pushed`` map the page's wire IDs to their quarantine row
     and reservation; ``seq_owners`` maps the page's sequences to the wire
-    ID holding them in the binding (quarantine or reservation).
+    ID holding them in the binding (quarantine or reservation);
+    ``replays`` maps a page wire ID to another wire ID that already holds
+    its (sealed, non-``none``) envelope — a replay, refused like any other
+    contradiction (issue #14: a replayed envelope once became a second copy
+    of an old message *and* let the cursor pass the genuine one).
     """
     plan = ApplyPlan()
+    replays = replays or {}
     for index, message in enumerate(messages):
         envelope = _envelope_key(message)
         blocking = message.status != "importable"
@@ -196,6 +205,14 @@ def plan_apply(
             if after is QuarantineState.IMPORTED and stored.status is not QuarantineState.IMPORTED:
                 plan.imports.append(index)
             plan.outcomes.append(outcome)
+            continue
+        holder = replays.get(message.wire_id)
+        if holder is not None and mine is None:
+            conflict(
+                "wire_envelope_mismatch",
+                f"the envelope is already held under wire ID {holder} (a replayed envelope)",
+            )
+            plan.outcomes.append(QuarantineState.CORRUPT_STATE)
             continue
         owner = seq_owners.get(message.server_seq)
         if owner is not None and owner != message.wire_id:
@@ -258,6 +275,36 @@ def _load_facts(
                 row[0], row[1], ReservationState(row[2]), (row[3], row[4], row[5], row[6]), row[7]
             )
     return pulled, pushed, load_seq_owners(conn, binding_pk, (m.server_seq for m in messages))
+
+
+def find_replays(conn: Any, binding_pk: int, messages: Sequence[SyncPullMessage]) -> dict[str, str]:
+    """Page wire IDs whose sealed envelope another wire ID already holds — in
+    this binding's quarantine or reservations, or earlier in the page itself
+    (migration 9's head index finds candidates; they are compared whole)."""
+    sealed = [m for m in messages if m.envelope.cipher != "none"]
+    if not sealed:
+        return {}
+    holders: dict[str, list[tuple[str, EnvelopeKey]]] = {}
+    for part in _chunked(sorted({m.envelope.blob[:ENVELOPE_HEAD] for m in sealed})):
+        marks = ",".join("?" * len(part))
+        for table in ("sync_quarantine", "sync_push"):
+            for row in conn.execute(
+                f"SELECT wire_id, envelope_v, cipher, key_id, blob FROM {table}"
+                f" WHERE binding_pk = ? AND cipher <> 'none'"
+                f" AND substr(blob, 1, {ENVELOPE_HEAD}) IN ({marks})",
+                (binding_pk, *part),
+            ):
+                key = (row[1], row[2], row[3], row[4])
+                holders.setdefault(row[4][:ENVELOPE_HEAD], []).append((row[0], key))
+    replays: dict[str, str] = {}
+    for message in sealed:
+        envelope = _envelope_key(message)
+        candidates = holders.setdefault(message.envelope.blob[:ENVELOPE_HEAD], [])
+        holder = next((w for w, k in candidates if k == envelope and w != message.wire_id), None)
+        if holder is not None:
+            replays[message.wire_id] = holder
+        candidates.append((message.wire_id, envelope))
+    return replays
 
 
 def _quarantine_row(
@@ -405,7 +452,8 @@ def apply_pull(
         binding = open_binding(conn, key, now)
         check_page(messages, cursor, binding.transport_cursor)
         pulled, pushed, owners = _load_facts(conn, binding.pk, messages)
-        plan = plan_apply(messages, pulled, pushed, owners)
+        replays = find_replays(conn, binding.pk, messages)
+        plan = plan_apply(messages, pulled, pushed, owners, replays)
         if plan.conflicts:
             added = insert_conflicts(conn, binding.pk, plan.conflicts, now)
             advance_binding(conn, binding, corrupt_delta=added)

@@ -431,6 +431,25 @@ def _v8_seen_relay_state(conn: Any) -> None:
     )
 
 
+def _v9_envelope_heads(conn: Any) -> None:
+    """Find a sealed envelope by its content (issue #14): a relay that
+    re-serves an age-v1 envelope this binding already holds under another
+    wire ID is replaying it — random file keys make two genuine seals of
+    one message differ — and must not become a second copy of the message.
+    The head of the blob (the age header with its ephemeral share) is
+    indexed instead of the up-to-1-MiB blob; candidates are compared whole.
+    Plaintext (``none``) is left out: identical messages sent within one
+    timestamp are legitimately identical envelopes."""
+    conn.execute(
+        """
+        CREATE INDEX sync_quarantine_by_envelope_head
+            ON sync_quarantine (binding_pk, substr(blob, 1, 160)) WHERE cipher <> 'none';
+        CREATE INDEX sync_push_by_envelope_head
+            ON sync_push (binding_pk, substr(blob, 1, 160)) WHERE cipher <> 'none';
+        """
+    )
+
+
 #: Migration ``i`` takes the schema from version ``i`` to ``i + 1``.
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v1_registry,
@@ -441,6 +460,7 @@ MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v6_resync_audits,
     _v7_remote_read_overlay,
     _v8_seen_relay_state,
+    _v9_envelope_heads,
 )
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -33,11 +33,13 @@ from syncengine.engine import Engine
 from syncengine.engine.errors import classify
 from syncengine.http import ClientConfig, RetryPolicy
 from syncengine.store import Store
-from tests.e2e.conftest import LeanTeam, Machine, relay_port
+from tests.e2e.conftest import LeanTeam, Machine, age_epoch, relay_port
 from tests.e2e.proxy import Fault, FaultProxy, fault_proxy
 from tests.relay.live import LiveRelay
+from wire.age_keys import parse_identity_file
+from wire.http_v1.messages import PulledMessage
 from wire.outcome import Importable
-from wire.profiles import open_envelope
+from wire.profiles import Binding, OpenContext, open_envelope
 
 __all__ = ["CAPABILITIES", "MEMBERS", "PAGES", "POST", "Attack", "Scene", "byzantine_scene"]
 
@@ -123,12 +125,25 @@ class Scene:
             while True:
                 page = engine.client.get_messages(after, 1000)
                 for pulled in page.messages:
-                    outcome = open_envelope(pulled.envelope)
-                    assert isinstance(outcome, Importable), outcome
-                    history.append((pulled.server_seq, pulled.id, outcome.message.body))
+                    history.append((pulled.server_seq, pulled.id, self._open(engine, pulled)))
                 after = page.next_after
                 if not page.has_more:
                     return history
+
+    def _open(self, engine: Engine, pulled: PulledMessage) -> str:
+        """A genuine envelope's body, opened with the writer's own identity."""
+        identities = {}
+        c = engine.connection
+        if c.identity_path is not None:
+            identity = parse_identity_file(Path(c.identity_path).read_bytes())
+            identities[c.age_key_id] = identity
+        ctx = OpenContext(
+            binding=Binding(c.remote_team_id, pulled.id, c.protocol_version),
+            identities=identities,
+        )
+        outcome = open_envelope(pulled.envelope, ctx)
+        assert isinstance(outcome, Importable), outcome
+        return outcome.message.body
 
     # -- invariants ---------------------------------------------------------------------
 
@@ -180,13 +195,30 @@ class Scene:
 
 
 @contextmanager
-def byzantine_scene(live: LiveRelay, tmp_path: Path, messages: int = 6) -> Iterator[Scene]:
+def byzantine_scene(
+    live: LiveRelay, tmp_path: Path, messages: int = 6, *, sealed: bool = False
+) -> Iterator[Scene]:
     """A fresh team with ``messages`` already on the relay; the victim has
-    connected (through the proxy) but not pulled yet."""
+    connected (through the proxy) but not pulled yet. ``sealed`` puts both
+    machines on one age-v1 epoch (``e2ee-required``)."""
     with fault_proxy(relay_port(live)) as proxy:
         team = LeanTeam(live, tmp_path)
-        writer = team.machine("writer")
-        victim = team.via(proxy.url).machine("victim")
+        if sealed:
+            recipients, keys = age_epoch(tmp_path, "writer", "victim")
+
+            def join(on: LeanTeam, name: str) -> Machine:
+                return on.machine(
+                    name,
+                    "e2ee-required",
+                    key_id="epoch-1",
+                    recipients_file=str(recipients),
+                    identity_file=str(keys[name]),
+                )
+
+            writer, victim = join(team, "writer"), join(team.via(proxy.url), "victim")
+        else:
+            writer = team.machine("writer")
+            victim = team.via(proxy.url).machine("victim")
         scene = Scene(live, team, proxy, writer, victim)
         if messages:
             scene.write(messages)

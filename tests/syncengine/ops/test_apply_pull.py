@@ -17,6 +17,7 @@ from tests.syncengine.ops.helpers import (
     FakeRelay,
     ack,
     foreign_envelope,
+    prepare_age,
     prepare_none,
     pull_record,
     table,
@@ -418,3 +419,62 @@ def test_a_projection_with_neither_body_nor_a_roster_kind_is_refused(key: Bindin
     record["projection"]["kind"] = "team_dissolved"
     with pytest.raises(InvalidInput, match="roster record"):
         SyncPullMessage.from_obj(record)
+
+
+def _sealed(key: BindingKey, identity: X25519Identity, body: str) -> tuple[str, Envelope, Message]:
+    wire, env = foreign_envelope(key, body, "alice", "bob", identity=identity)
+    return wire, env, Message(body, "2026-08-01T09:00:00.000000Z", "alice", "bob")
+
+
+def test_a_sealed_envelope_already_pulled_under_another_wire_id_is_a_replay_and_halts(
+    store: Store, key: BindingKey, age_identity: X25519Identity
+) -> None:
+    """#14: the relay re-served an old age-v1 envelope under a new wire ID at
+    the sequence of a genuine message: it became a second copy of the old
+    message and the cursor passed the genuine one."""
+    wire, env, message = _sealed(key, age_identity, "once")
+    _apply(store, key, [pull_record(1, wire, env, projection=message)], 1)
+    _refused(store, key, [pull_record(2, new_uuid4(), env, projection=message)], 2)
+    assert _bodies(store) == [("once", "imported")]
+    (reason,) = table(store.conn, "SELECT reason FROM sync_conflicts")
+    assert f"already held under wire ID {wire}" in reason[0]
+
+
+def test_our_own_sealed_envelope_re_served_under_another_wire_id_is_a_replay(
+    store: Store, key: BindingKey, age_identity: X25519Identity
+) -> None:
+    store.send("dev", "alice", "bob", "mine")
+    (mine,) = store.sync_prepare_push(key, prepare_age(age_identity), 10).candidates
+    projection = store.history("dev")[0]
+    copy = pull_record(
+        1,
+        new_uuid4(),
+        mine.envelope,
+        projection=Message(projection.body, projection.at, "alice", "bob"),
+    )
+    _refused(store, key, [copy], 1)
+    assert _bodies(store) == [("mine", "local")]
+
+
+def test_one_sealed_envelope_twice_in_a_page_under_two_wire_ids_is_refused(
+    store: Store, key: BindingKey, age_identity: X25519Identity
+) -> None:
+    wire, env, message = _sealed(key, age_identity, "once")
+    _apply(store, key, [], 0)  # the binding exists
+    records = [
+        pull_record(1, wire, env, projection=message),
+        pull_record(2, new_uuid4(), env, projection=message),
+    ]
+    _refused(store, key, records, 2)
+    assert store.history("dev") == []
+
+
+def test_identical_plaintext_envelopes_under_two_wire_ids_are_two_messages(
+    store: Store, key: BindingKey
+) -> None:
+    """``none`` is deterministic: one sender saying the same thing twice within
+    one timestamp yields identical envelopes, and both are genuine."""
+    wire, env = foreign_envelope(key, "ok", "alice", "bob")
+    assert _apply(store, key, [pull_record(1, wire, env)], 1) == ["imported"]
+    assert _apply(store, key, [pull_record(2, new_uuid4(), env)], 2) == ["imported"]
+    assert _bodies(store) == [("ok", "imported"), ("ok", "imported")]

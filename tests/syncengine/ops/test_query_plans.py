@@ -14,6 +14,7 @@ import pytest
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import SyncPullCursor
 from syncengine.store import Store
+from wire.age_keys import X25519Identity
 from tests.syncengine.ops.helpers import (
     FakeRelay,
     ack,
@@ -108,6 +109,17 @@ def test_apply_runs_only_index_searches(busy: Store, key: BindingKey) -> None:
     _assert_no_scans(
         busy, _statements(busy, lambda: busy.sync_apply_pull(key, page, SyncPullCursor(101)))
     )
+
+
+def test_apply_of_sealed_envelopes_runs_only_index_searches(
+    busy: Store, key: BindingKey, age_identity: X25519Identity
+) -> None:
+    """The replay lookup (migration 9's head index) is a search too."""
+    wire, env = foreign_envelope(key, "sealed", "bob", "alice", identity=age_identity)
+    page = [pull_record(101, wire, env, "pending_key")]
+    statements = _statements(busy, lambda: busy.sync_apply_pull(key, page, SyncPullCursor(101)))
+    assert any("substr(blob" in sql for sql in statements)
+    _assert_no_scans(busy, statements)
 
 
 def test_reprocess_runs_only_index_searches(busy: Store, key: BindingKey) -> None:
