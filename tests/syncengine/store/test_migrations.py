@@ -145,3 +145,44 @@ def test_a_store_missing_a_table_is_damaged_for_reads_and_check(tmp_path: Path) 
     for read in (lambda s: s.watch_tip(["dev:bob"]), lambda s: s.check()):
         with pytest.raises(CorruptStore, match="read_frontiers"), Store(path) as store:
             read(store)
+
+
+def test_migration_7_marks_only_the_roster_of_connected_teams_as_relay_bound(
+    tmp_path: Path,
+) -> None:
+    """A connected team's roster came from the relay's members document; a
+    local-only team's roster and interned sender names did not."""
+    path = tmp_path / "s.db"
+    conn = _raw(path)
+    mig.migrate(conn, path, target=6)
+    conn.execute(
+        "INSERT INTO teams (team_pk, team_id, name, created_at) VALUES"
+        " (1, 't1', 'crew', 'x'), (2, 't2', 'solo', 'x');"
+        "INSERT INTO members (member_pk, team_pk, member_id, name, created_at, roster) VALUES"
+        " (1, 1, 'm1', 'alice', 'x', 1), (2, 1, 'm2', 'zed', 'x', 0),"
+        " (3, 2, 'm3', 'bob', 'x', 1);"
+        "INSERT INTO sync_bindings (binding_pk, team_pk, server_instance_id, remote_team_id,"
+        " protocol_version, driver_generation, state, revision, created_at)"
+        " VALUES (1, 1, 's', 'r', 1, 'g', 'active', 1, 'x');"
+        "INSERT INTO engine_bindings (binding_pk, team_pk, endpoint, remote_team_name,"
+        " credential_id, credential_path, connected_at)"
+        " VALUES (1, 1, 'http://127.0.0.1:1', 'crew', 'c', '/nowhere', 'x');"
+    )
+    mig.migrate(conn, path, target=7)
+    rows = conn.execute("SELECT name, relay_bound FROM members ORDER BY member_pk").fetchall()
+    assert [tuple(r) for r in rows] == [("alice", 1), ("zed", 0), ("bob", 0)]
+
+
+def test_migration_9_indexes_only_sealed_envelopes_by_their_head(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    conn = _raw(path)
+    mig.migrate(conn, path)
+    indexes = {
+        name: sql
+        for name, sql in conn.execute(
+            "SELECT name, sql FROM sqlite_master"
+            " WHERE type = 'index' AND name LIKE '%envelope_head'"
+        )
+    }
+    assert set(indexes) == {"sync_quarantine_by_envelope_head", "sync_push_by_envelope_head"}
+    assert all("cipher <> 'none'" in sql for sql in indexes.values())
