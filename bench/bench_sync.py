@@ -10,6 +10,8 @@ the end. Then, in one run, for each store (median of ``--rounds``):
 * ``prepare age``    — prepare_push of 1,000 new messages, age-v1 to one
   recipient, beside 1,000 bare ``wire.profiles.seal`` calls (target ≤ 1.3×);
 * ``apply none``     — apply_pull of a 1,000-message importable page;
+* ``apply age``      — apply_pull of 1,000 sealed envelopes (pending_key),
+  each looked up in the replay index first;
 * ``reprocess page`` — reprocess of 1,000 quarantined (pending_key) rows;
 * ``reprocess apply``— feeding those 1,000 back through apply, now importable.
 
@@ -22,6 +24,8 @@ Run: ``.venv/bin/python bench/bench_sync.py [--small N] [--large N] [--rounds R]
 from __future__ import annotations
 
 import argparse
+import base64
+import os
 import statistics
 import tempfile
 import time
@@ -41,6 +45,10 @@ from wire.profiles import Binding, SealParams, seal
 AT = "2026-01-01T00:00:00.000000Z"
 PAGE = 1000
 NONE = SyncPrepare(1, "none", None, (), 1024 * 1024, True)
+
+
+def _sealed_text() -> str:
+    return base64.b64encode(os.urandom(240)).decode()
 
 
 def build(path: Path, size: int, key: BindingKey) -> Store:
@@ -64,12 +72,20 @@ def build(path: Path, size: int, key: BindingKey) -> Store:
         " key_id, blob, server_seq) VALUES (?, ?, 'acked', ?, 1, 'none', NULL, ?, ?)",
         ((binding.pk, n, new_uuid4(), blob, n) for n in range(1, size + 1) if n % 10),
     )
+    # Imported rows alternate plaintext and sealed envelopes, so the replay
+    # index (migration 9) holds a tenth of the history; a sealed blob here is
+    # random text of an age header's length (only its head is indexed).
     conn.executemany(
         "INSERT INTO sync_quarantine (binding_pk, wire_id, server_seq, server_received_at,"
         " envelope_v, cipher, key_id, blob, status, policy_revision, local_security_revision,"
-        " reason, local_position) VALUES (?, ?, ?, ?, 1, 'none', NULL, ?, 'imported', 0, 0,"
+        " reason, local_position) VALUES (?, ?, ?, ?, 1, ?, ?, ?, 'imported', 0, 0,"
         " NULL, ?)",
-        ((binding.pk, new_uuid4(), n, AT, blob, n) for n in range(10, size + 1, 10)),
+        (
+            (binding.pk, new_uuid4(), n, AT, "none", None, blob, n)
+            if n % 20
+            else (binding.pk, new_uuid4(), n, AT, "age-v1", "epoch-1", _sealed_text(), n)
+            for n in range(10, size + 1, 10)
+        ),
     )
     conn.execute(
         "UPDATE sync_bindings SET push_cursor = ?, transport_cursor = ?, revision = 2",
@@ -88,6 +104,7 @@ class Bench:
         self.age = SyncPrepare(
             1, "age-v1", "epoch-1", (identity.recipient.to_string(),), 1024 * 1024, True
         )
+        self.recipients = (identity.recipient.to_string(),)
         self.acks: list[SyncPushAck] = []
         self.relay_seq = store.sync_binding(key).transport_cursor  # type: ignore[union-attr]
 
@@ -148,6 +165,24 @@ class Bench:
             )
             del i
         return page
+
+    def apply_age(self) -> Callable[[], object]:
+        """A page of sealed envelopes this machine cannot open yet: each is
+        looked up in the replay index before it is quarantined."""
+        page = []
+        for _ in range(PAGE):
+            self.relay_seq += 1
+            wire = new_uuid4()
+            env = seal(
+                Message(f"sealed {self.relay_seq}", AT, "zed", "alice"),
+                "age-v1",
+                SealParams(Binding(self.key.remote_team_id, wire, 1), "epoch-1", self.recipients),
+            )
+            page.append(
+                SyncPullMessage(self.relay_seq, wire, AT, env, "pending_key", 0, 0, None, None)
+            )
+        cursor = SyncPullCursor(self.relay_seq)
+        return lambda: self.store.sync_apply_pull(self.key, page, cursor)
 
     def apply_none(self) -> Callable[[], object]:
         page = self._page("importable")
@@ -229,6 +264,7 @@ OPERATIONS = [
     "reconcile",
     "prepare_age",
     "apply_none",
+    "apply_age",
     "reprocess_page",
     "reprocess_apply",
 ]
