@@ -63,9 +63,12 @@ def _seconds(text: str) -> float:
 
 
 def _limit(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if not 1 <= value <= 1000:
-        raise argparse.ArgumentTypeError("must be within 1..1000")
+        raise argparse.ArgumentTypeError(f"must be an integer within 1..1000, not {text[:40]!r}")
     return value
 
 

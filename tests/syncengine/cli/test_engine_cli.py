@@ -114,6 +114,20 @@ def test_run_refuses_an_interval_that_is_not_a_finite_bounded_number(
     assert not store.exists()
 
 
+@pytest.mark.parametrize("command", ["push", "pull", "sync", "reprocess"])
+@pytest.mark.parametrize("value", ["0", "1001", "-1", "1e3", "99999999999999999999999", "ten"])
+def test_an_absurd_limit_is_a_usage_error_naming_the_range(
+    tmp_path: Path, command: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """#14: an absurd ``--limit`` once ended in a traceback or exit 1."""
+    store = tmp_path / "s.db"
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--limit", value, "--store", str(store)])
+    assert exited.value.code == 2
+    assert "--limit: must be an integer within 1..1000" in capsys.readouterr().err
+    assert not store.exists()
+
+
 @pytest.mark.parametrize("command", ["push", "pull", "sync"])
 @pytest.mark.parametrize("value", ["nan", "inf", "0", "-5", "1e9", "soon"])
 def test_a_deadline_that_is_not_a_finite_bounded_number_is_a_usage_error(

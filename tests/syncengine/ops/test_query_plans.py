@@ -14,7 +14,6 @@ import pytest
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import SyncPullCursor
 from syncengine.store import Store
-from wire.age_keys import X25519Identity
 from tests.syncengine.ops.helpers import (
     FakeRelay,
     ack,
@@ -22,6 +21,7 @@ from tests.syncengine.ops.helpers import (
     prepare_none,
     pull_record,
 )
+from wire.age_keys import X25519Identity
 
 #: Tables that grow with history (members grows with the roster, ≤ 1,000,
 #: but a scan of it inside a per-message join is still a history scan).

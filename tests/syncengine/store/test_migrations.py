@@ -127,6 +127,7 @@ def test_a_new_store_file_is_private_to_its_owner(tmp_path: Path) -> None:
     path = tmp_path / "fresh" / "s.db"
     with Store(path) as store:
         store.send("dev", "alice", "bob", "a private body")
+    assert path.parent.stat().st_mode & 0o777 == 0o700  # a new directory is private too
     for suffix in ("", "-wal", "-shm"):
         target = Path(str(path) + suffix)
         if target.exists():
