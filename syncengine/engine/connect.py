@@ -108,8 +108,10 @@ def read_token(source: str, stdin: BinaryIO) -> Secret:
 
 
 def default_credential_path(store_path: Path, team: str) -> Path:
-    """``<store-dir>/credentials/<team>.json`` (team name percent-encoded)."""
-    return store_path.parent / "credentials" / f"{quote(team, safe='')}.json"
+    """``<store-dir>/credentials/<team>.json`` (team name percent-encoded),
+    absolute: the binding records it, and a later ``sync`` from cron runs in
+    another working directory (issue #15)."""
+    return store_path.absolute().parent / "credentials" / f"{quote(team, safe='')}.json"
 
 
 @dataclass(frozen=True, slots=True)

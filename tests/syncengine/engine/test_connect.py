@@ -219,3 +219,21 @@ def test_pulled_message_names_never_join_the_roster_and_a_later_sync_adopts_new_
     assert "zed" not in {name for _, name in _roster(store)}
     with Store(store) as s:
         assert [m.sender for m in s.list_unread("crew", "alice")] == ["zed"]
+
+
+def test_a_store_connected_by_a_relative_path_records_absolute_file_paths(
+    tmp_path: Path, relay: FakeRelay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#15: a relative ``--store`` saved a relative credential path, and the
+    same sync from cron (another working directory) lost the credential."""
+    (tmp_path / "home").mkdir()
+    monkeypatch.chdir(tmp_path / "home")
+    connect_fake(relay, Path("store.db"))
+    monkeypatch.chdir(tmp_path)
+    with Engine(
+        tmp_path / "home" / "store.db", transport=relay.transport(), sleep=lambda s: None
+    ) as engine:
+        recorded = Path(engine.connection.credential_path)
+        assert recorded.is_absolute()
+        assert recorded == tmp_path / "home" / "credentials" / "crew.json"
+        engine.sync()
