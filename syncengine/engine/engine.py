@@ -55,11 +55,13 @@ from syncengine.engine.limits import (
 )
 from syncengine.engine.lock import EngineLock, lock_path_for
 from syncengine.engine.progress import progress_for
+from syncengine.engine.quarantine import blocked_remedy
 from syncengine.engine.resync import ResyncReport, accept_retention_gap, resync_command
 from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
 from syncengine.http.client import ClientConfig, RelayBinding, RelayClient
 from syncengine.http.credentials import load_credential
 from syncengine.http.errors import EngineState, ResyncRequired
+from syncengine.ops.quarantine import BLOCKING_STATUSES, BlockedEnvelope, list_blocked
 from syncengine.ops.status import SyncStatus
 from syncengine.store import Store
 from syncengine.store.connection import read_transaction, write_transaction
@@ -113,6 +115,24 @@ class EngineStatus:
     @property
     def resync_required(self) -> bool:
         return self.engine.resync_required
+
+    @property
+    def messages_blocked(self) -> dict[str, int]:
+        """Quarantined envelopes per blocking status (none imported yet)."""
+        return {
+            status: count
+            for status, count in sorted(self.sync.quarantine.items())
+            if status in BLOCKING_STATUSES and count
+        }
+
+    @property
+    def state(self) -> str:
+        """The durable engine state — except that a healthy engine with
+        blocked messages says ``blocked``: ``ok`` would hide messages this
+        machine cannot read (issue #15, item 4)."""
+        if self.engine.state == "ok" and self.messages_blocked:
+            return "blocked"
+        return self.engine.state
 
     def to_obj(self) -> dict[str, Any]:
         c, e, b = self.connection, self.engine, self.sync.binding
@@ -178,7 +198,11 @@ class EngineStatus:
                 {"local_id": m.local_id, "limit": m.limit, "reason": m.reason}
                 for m in self.sync.blocked
             ],
-            "state": e.state,
+            "state": self.state,
+            "messages_blocked": [
+                {"status": status, "count": count, "remediation": blocked_remedy(status, c)}
+                for status, count in self.messages_blocked.items()
+            ],
             "last_success_at": e.last_success_at,
             "failures_since_success": e.failures_since_success,
             "last_failure": last_failure,
@@ -563,6 +587,13 @@ class Engine:
             " (already applied)" if report.already_applied else "",
         )
         return report
+
+    def quarantine(
+        self, *, status: str | None = None, after: int = 0, limit: int = 100
+    ) -> tuple[BlockedEnvelope, ...]:
+        """Blocked envelopes, oldest first (read-only; no network)."""
+        with read_transaction(self.store.conn, self.store.path) as conn:
+            return list_blocked(conn, self.connection.key, status=status, after=after, limit=limit)
 
     def unblock_read_state(self, member: str) -> str:
         """Clear a member's read-state block (the operator's explicit step,

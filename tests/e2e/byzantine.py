@@ -132,9 +132,9 @@ class Scene:
 
     def _open(self, engine: Engine, pulled: PulledMessage) -> str:
         """A genuine envelope's body, opened with the writer's own identity."""
-        identities = {}
+        identities: dict[str, object] = {}
         c = engine.connection
-        if c.identity_path is not None:
+        if c.identity_path is not None and c.age_key_id is not None:
             identity = parse_identity_file(Path(c.identity_path).read_bytes())
             identities[c.age_key_id] = identity
         ctx = OpenContext(

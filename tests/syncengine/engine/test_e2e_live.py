@@ -319,7 +319,9 @@ def test_an_operator_resync_recovers_a_machine_behind_retention_and_a_late_joine
     assert synced.returncode == 0, synced.stderr
     assert b.bodies() == ["b-local", "m6", "m7"]  # each exactly once; q1 stays quarantined
     after = json.loads(b.cli("status", "--json").stdout)
-    assert after["state"] == "ok" and after["resync_required"] is None
+    # Healthy, but a blocked message is not "ok" (issue #15): it is named.
+    assert after["state"] == "blocked" and after["resync_required"] is None
+    assert [b["status"] for b in after["messages_blocked"]] == ["policy_violation"]
     assert after["quarantine"]["policy_violation"] == 1 and after["pending_push"] == 0
     assert [g["accepted_floor"] for g in after["accepted_gaps"]] == ["5"]
     with Store(b.store) as store:

@@ -1,0 +1,41 @@
+"""What an operator does about each kind of blocked envelope (issue #15, item 4).
+
+The statuses are the profile outcomes of message-synchronization.md
+"Quarantine"; only ``pending_key`` and ``unsupported_cipher`` can clear on
+this machine (a key installed, a newer program), after which ``reprocess``
+imports them. The others are the relay's or the sender's to fix.
+"""
+
+from __future__ import annotations
+
+from syncengine.engine import state as st
+
+__all__ = ["blocked_remedy"]
+
+
+def blocked_remedy(status: str, connection: st.ConnectionRecord) -> str:
+    team = connection.local_team
+    epoch = connection.age_key_id or "(none configured)"
+    if status == "pending_key":
+        return (
+            f"Install this machine's identity for epoch {epoch}: syncengine security identity "
+            f"FILE --team {team}; then run syncengine reprocess --team {team}."
+        )
+    if status == "authentication_failed":
+        return (
+            f"The envelope does not open with this machine's identity for epoch {epoch}: this "
+            "machine is probably not a recipient of the epoch it was sealed for. A teammate "
+            "must seal to an epoch that includes this machine's recipient."
+        )
+    if status == "policy_violation":
+        return (
+            "The envelope breaks the security policy effective at its sequence (a cipher or "
+            f"key ID not allowed there); it is never imported. See: syncengine security show "
+            f"--team {team}."
+        )
+    if status == "unsupported_cipher":
+        return (
+            "This program cannot open that cipher; upgrade it, then run "
+            f"syncengine reprocess --team {team}."
+        )
+    return "The envelope is damaged or not a v1 message; the sender's program must be fixed."
