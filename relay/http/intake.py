@@ -21,8 +21,8 @@ from relay.errors import (
     UnsupportedProtocolVersion,
 )
 from relay.limits import MAX_REQUEST_BYTES, PROTOCOL_VERSION, SUPPORTED_VERSIONS
-from wire import jcs
 from wire.errors import WireError
+from wire.http_v1.body import decode_request_body
 from wire.http_v1.headers import (
     AUTHORIZATION,
     PROTOCOL_VERSION_HEADER,
@@ -127,7 +127,9 @@ async def read_json_body(request: Request) -> JsonBody:
     The cap counts streamed bytes: a lying or absent ``Content-Length`` never
     lets more than 2 MiB into memory. Only ``application/json`` (UTF-8) with
     identity encoding is accepted; duplicate keys, lone surrogates, NaN and
-    trailing data are refused by :func:`wire.jcs.loads`.
+    trailing data are refused by :func:`wire.jcs.loads`, and a body whose
+    decoded form would dwarf its bytes by
+    :func:`wire.http_v1.body.check_structure`.
     """
     content_type = _single_header(request, "content-type")
     if content_type is None or content_type.replace(" ", "").lower() not in _JSON_TYPES:
@@ -149,6 +151,6 @@ async def read_json_body(request: Request) -> JsonBody:
     if data.startswith(b"\xef\xbb\xbf"):
         raise InvalidRequest("request body must not start with a byte-order mark")
     try:
-        return JsonBody(jcs.loads(data), size)
+        return JsonBody(decode_request_body(data), size)
     except WireError as exc:
         raise InvalidRequest(f"request body is not strict JSON: {exc.rule}") from None

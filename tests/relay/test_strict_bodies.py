@@ -160,3 +160,13 @@ def test_hostile_json_shapes_are_400_and_change_nothing(
         assert response.status_code == 400
         assert response.json()["error"]["code"] == "invalid-request"
     assert _stored_count(relay, device) == "0"
+
+
+def test_a_body_of_a_million_empty_arrays_is_refused_before_it_is_decoded(
+    relay: Relay, device: Device
+) -> None:
+    """#14: under the 2 MiB cap, ``[],`` repeated would decode to ~25x its bytes."""
+    bomb = b'{"messages":[],"junk":[' + b"[]," * 600_000 + b"[]]}"
+    response = _post(relay, device, bomb)
+    assert response.status_code == 400  # type: ignore[attr-defined]
+    assert _stored_count(relay, device) == "0"

@@ -18,9 +18,16 @@ from typing import Any
 
 from wire import jcs
 from wire.errors import CanonicalJsonError, SchemaError
+from wire.http_v1.limits import MAX_JSON_STRUCTURE
 from wire.limits import MAX_REQUEST_BYTES
 
-__all__ = ["decode_request_body", "decode_response_body", "encode_body", "require_empty_body"]
+__all__ = [
+    "check_structure",
+    "decode_request_body",
+    "decode_response_body",
+    "encode_body",
+    "require_empty_body",
+]
 
 
 _ENCODER = json.JSONEncoder(
@@ -42,12 +49,30 @@ def decode_request_body(data: bytes) -> Any:
     """A request body → JSON value, refusing anything over 2 MiB first."""
     if len(data) > MAX_REQUEST_BYTES:
         raise SchemaError("body", f"request body exceeds {MAX_REQUEST_BYTES} bytes")
+    check_structure(data)
     return jcs.loads(data)
 
 
 def decode_response_body(data: bytes) -> Any:
     """A response body → JSON value (strict: duplicate keys are refused)."""
+    check_structure(data)
     return jcs.loads(data)
+
+
+def check_structure(data: bytes) -> None:
+    """Refuse a body whose decoded form would dwarf its bytes — before decoding.
+
+    A byte bound alone does not bound memory: each ``[]`` is three bytes of
+    text and about 64 bytes as a Python list. Counting ``[``, ``{`` and ``,``
+    (C-speed ``bytes.count``) bounds the values a body can decode to.
+    """
+    structure = data.count(b"[") + data.count(b"{") + data.count(b",")
+    if structure > MAX_JSON_STRUCTURE:
+        raise CanonicalJsonError(
+            "body",
+            f"{structure} arrays, objects and separators exceed the {MAX_JSON_STRUCTURE} "
+            "a v1 document may hold",
+        )
 
 
 def require_empty_body(data: bytes) -> None:

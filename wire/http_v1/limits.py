@@ -34,3 +34,10 @@ MAX_SECRET_CHARS = 1024
 
 #: v1.md "Pairing": a pairing token expires 15 minutes after issuance.
 PAIRING_TOKEN_TTL_SECONDS = 15 * 60
+
+#: Structural characters (``[``, ``{`` and ``,``) one HTTP body may hold,
+#: counted anywhere, strings included (v1 strings are IDs, names, timestamps
+#: and base64 blobs). The largest genuine document — a capabilities snapshot
+#: with 4,096 policy entries — needs about 41,000; 8 MiB of ``[],`` would be
+#: 2.8 million Python lists, ~25 times their bytes in memory (issue #14).
+MAX_JSON_STRUCTURE = 262_144
