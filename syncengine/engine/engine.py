@@ -337,7 +337,7 @@ class Engine:
         return self._client
 
     def _observe(self, caps: Any) -> None:
-        """Every authenticated capability snapshot against the newest one seen
+        """Every authenticated snapshot (capabilities, read-state page) against the newest one seen
         (durably, across processes): the floor and ``current_seq`` of a relay
         never go backwards, and ``current_seq`` is never below what this
         machine pulled. A snapshot that contradicts them halts the operation
@@ -420,6 +420,7 @@ class Engine:
         returns whether one stood. The next operation checks everything again."""
         pk = self.connection.binding_pk
         cleared = self._write("engine.resume", lambda conn: st.clear_halt(conn, pk))
+        self._seen = None  # reloaded: the transport cursor alone bounds the relay now
         if cleared:
             _log.info("integrity halt cleared by the operator")
         return bool(cleared)
@@ -673,7 +674,9 @@ class Engine:
 
 
 class _WatchedClient(RelayClient):
-    """The relay client whose every capability snapshot the engine checks."""
+    """The relay client whose every snapshot of the stream — a capability
+    document or a read-state page, both carrying the floor and
+    ``current_seq`` — the engine checks before anything acts on it."""
 
     watch: Callable[[Any], None] | None = None
 
@@ -682,6 +685,15 @@ class _WatchedClient(RelayClient):
         if self.watch is not None:
             self.watch(caps)
         return caps
+
+    def read_state_sync(self, request: Any) -> Any:
+        # A read-state page is a snapshot too: one claiming a longer stream
+        # than the relay serves, or an older one, must halt like a capability
+        # snapshot would — not be merged, nor blamed on the local store (#14).
+        page = super().read_state_sync(request)
+        if self.watch is not None:
+            self.watch(page)
+        return page
 
 
 def _replace_identity(c: st.ConnectionRecord, path: str) -> st.ConnectionRecord:

@@ -331,9 +331,16 @@ def record_halt(conn: Any, binding_pk: int, code: str, message: str, now: str) -
 
 
 def clear_halt(conn: Any, binding_pk: int) -> bool:
-    """The operator's ``resume``: returns whether a halt stood."""
+    """The operator's ``resume``: returns whether a halt stood.
+
+    The newest snapshot the relay *claimed* (``seen_*``) is forgotten with the
+    halt: the operator has verified the relay, and a claim it contradicted
+    (a read-state page announcing a longer stream, say) must not halt every
+    later snapshot for good. What this machine itself pulled still bounds the
+    relay: ``current_seq`` below the transport cursor halts again."""
     conn.execute(
         "UPDATE engine_status SET halt_code = NULL, halt_message = NULL, halt_at = NULL,"
+        " seen_floor = 0, seen_current_seq = 0,"
         " state = CASE WHEN state = 'halted' THEN 'ok' ELSE state END"
         " WHERE binding_pk = ? AND halt_code IS NOT NULL",
         (binding_pk,),
