@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "resume": "syncengine.cli.engine",
     "reprocess": "syncengine.cli.engine",
     "read-state": "syncengine.cli.engine",
+    "quarantine": "syncengine.cli.engine",
     "security": "syncengine.cli.engine",
     "send": "syncengine.cli.messages",
     "inbox": "syncengine.cli.messages",

@@ -82,6 +82,27 @@ def _floor(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{exc.rule} (a sequence number like 100)") from None
 
 
+#: The blocking quarantine statuses (``syncengine.ops.quarantine.BLOCKING_STATUSES``,
+#: named here so that building the parser imports no sync code).
+QUARANTINE_STATUSES = (
+    "unsupported_cipher",
+    "pending_key",
+    "authentication_failed",
+    "malformed",
+    "policy_violation",
+)
+
+
+def _after(text: str) -> int:
+    from wire.errors import WireError
+    from wire.scalars import parse_seq
+
+    try:
+        return parse_seq(text, "--after")
+    except WireError as exc:
+        raise argparse.ArgumentTypeError(f"{exc.rule} (a sequence number like 100)") from None
+
+
 def register(subparsers: Any) -> None:
     connect = subparsers.add_parser(
         "connect",
@@ -187,6 +208,24 @@ def register(subparsers: Any) -> None:
     )
     _common(resume)
     resume.set_defaults(handler=_resume)
+
+    quarantine = subparsers.add_parser(
+        "quarantine", help="envelopes this machine pulled but could not import"
+    )
+    q_actions = quarantine.add_subparsers(dest="action", metavar="ACTION")
+    q_actions.required = True
+    q_list = q_actions.add_parser(
+        "list",
+        help="each blocked envelope: server_seq, wire ID, status, reason",
+        description="Blocked envelopes stay in quarantine until this machine can open "
+        "them (an identity installed, a newer program: then 'syncengine reprocess'). "
+        "Oldest first; page with --after the last server_seq shown.",
+    )
+    q_list.add_argument("--status", choices=QUARANTINE_STATUSES, help="only this status")
+    q_list.add_argument("--after", type=_after, default=0, metavar="SEQ")
+    q_list.add_argument("--limit", type=_limit, default=100, metavar="N", help="1..1000")
+    _common(q_list)
+    q_list.set_defaults(handler=_quarantine_list)
 
     read_state = subparsers.add_parser(
         "read-state", help="read-state sync: clear a member's block after remedying it"
@@ -611,7 +650,40 @@ def _status_text(obj: dict[str, Any]) -> str:
         )
     if obj["blocked_messages"]:
         lines.append(f"blocked         {len(obj['blocked_messages'])} message(s) too large")
+    for blocked in obj["messages_blocked"]:
+        lines.append(
+            f"BLOCKED         {blocked['count']} pulled message(s) {blocked['status']} "
+            "(syncengine quarantine list)"
+        )
+        lines.append(f"  remedy        {blocked['remediation']}")
     return "\n".join(lines)
+
+
+def _quarantine_list(args: argparse.Namespace) -> int:
+    def action() -> int:
+        from syncengine.engine.quarantine import blocked_remedy
+
+        with _engine(args) as engine:
+            rows = engine.quarantine(status=args.status, after=args.after, limit=args.limit)
+            remedies = {r.status: blocked_remedy(r.status, engine.connection) for r in rows}
+        more = len(rows) == args.limit
+        obj = {
+            "ok": True,
+            "blocked": [r.to_obj() for r in rows],
+            "remediation": remedies,
+            "next_after": str(rows[-1].server_seq) if more else None,
+        }
+        lines = [
+            f"{r.server_seq:>10}  {r.wire_id}  {r.status}" + (f"  ({r.reason})" if r.reason else "")
+            for r in rows
+        ]
+        lines += [f"{status}: {remedy}" for status, remedy in remedies.items()]
+        if more:
+            lines.append(f"more: --after {rows[-1].server_seq}")
+        _emit(args, obj, "\n".join(lines) if rows else "no blocked envelopes")
+        return 0
+
+    return _guarded(args, action)
 
 
 def _resume(args: argparse.Namespace) -> int:

@@ -633,6 +633,7 @@ def test_a_read_state_page_claiming_a_longer_stream_halts_at_the_next_snapshot(
     page said of bob's reads was merged — a relay may advance read state
     (specs/engine.md "Trust": cannot detect) — but nothing is lost, and the
     operator's resume forgets the contradicted claim."""
+
     def inflate(bob: str) -> Change:
         def change(document: dict[str, Any]) -> None:
             document["current_seq"] = "1000"
