@@ -40,6 +40,11 @@ from tests.e2e.conftest import LeanTeam, Machine, exactly_once, run_cli
 from tests.relay.live import LiveRelay, cli, running_relay
 
 CONNECT = ("engine.connect.credential_written", "engine.connect.before_commit")
+RECONNECT = (
+    "engine.reconnect.credential_written",
+    "engine.reconnect.before_commit",
+    "engine.reconnect.after_commit",
+)
 CLIResult = subprocess.CompletedProcess[str]
 EXPECTED = sorted([("alice", "bob", "a1"), ("bob", "alice", "b1")])
 
@@ -53,7 +58,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
 
 def test_every_engine_point_is_exercised_here() -> None:
     engine_points = set(ENGINE_CRASH_POINTS)
-    covered = {*CONNECT, "engine.connect.after_commit"}
+    covered = {*CONNECT, "engine.connect.after_commit", *RECONNECT}
     covered |= {f"engine.{t}.{w}_commit"
                 for t in ("record", "roster", "resync", "resume", "security", "identity")
                 for w in ("before", "after")}  # fmt: skip

@@ -76,6 +76,11 @@ ENGINE_CRASH_POINTS: tuple[str, ...] = (
     "engine.connect.credential_written",
     "engine.connect.before_commit",
     "engine.connect.after_commit",
+    # connect --replace: the new credential's own file, then one transaction
+    # pointing the binding at it.
+    "engine.reconnect.credential_written",
+    "engine.reconnect.before_commit",
+    "engine.reconnect.after_commit",
     # the outcome of push/pull/sync/reprocess recorded in engine_status.
     "engine.record.before_commit",
     "engine.record.after_commit",

@@ -111,9 +111,17 @@ def register(subparsers: Any) -> None:
         "the binding. The token is read from stdin ('--token -') or a file "
         "('--token @PATH'); a literal token on the command line is refused.",
     )
-    connect.add_argument("--endpoint", required=True, metavar="URL")
+    connect.add_argument(
+        "--endpoint", metavar="URL", help="the relay (default with --replace: as recorded)"
+    )
     connect.add_argument("--token", required=True, metavar="SRC", help="'-' or '@PATH'")
-    connect.add_argument("--security", required=True, choices=_SECURITY_MODES)
+    connect.add_argument("--security", choices=_SECURITY_MODES, help="required unless --replace")
+    connect.add_argument(
+        "--replace",
+        action="store_true",
+        help="pair a connected team again (revoked or lost credential, moved relay): "
+        "everything else of the binding is kept",
+    )
     connect.add_argument("--key-id", metavar="K", help="age-v1 epoch key_id")
     connect.add_argument("--recipients-file", metavar="F", help="age-v1 epoch manifest")
     connect.add_argument("--identity", metavar="FILE", help="age-v1 identity for the epoch")
@@ -330,6 +338,13 @@ def _engine(args: argparse.Namespace) -> Any:
 
 
 def _connect(args: argparse.Namespace) -> int:
+    if args.replace:
+        return _reconnect(args)
+    missing = [f"--{n}" for n in ("endpoint", "security") if getattr(args, n) is None]
+    if missing:
+        sys.stderr.write(f"syncengine connect: {' and '.join(missing)} required (or --replace)\n")
+        return 2
+
     def action() -> int:
         from syncengine.engine import connect_store, read_token
 
@@ -360,6 +375,39 @@ def _connect(args: argparse.Namespace) -> int:
                 "by retention; this machine starts after an explicit approval:\n  " + command
             )
         _emit(args, connected.to_obj(), text)
+        return 0
+
+    return _guarded(args, action)
+
+
+def _reconnect(args: argparse.Namespace) -> int:
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("security", "key_id", "recipients_file", "identity", "credential_file")
+        if getattr(args, name) is not None
+    ]
+    if given:
+        sys.stderr.write(
+            f"syncengine connect --replace: {', '.join(given)} cannot change with --replace "
+            "(the binding keeps its security, epoch and credential location)\n"
+        )
+        return 2
+
+    def action() -> int:
+        from syncengine.engine import read_token
+        from syncengine.engine.reconnect import replace_connection
+
+        token = read_token(args.token, sys.stdin.buffer)
+        replaced = replace_connection(
+            args.store, team=args.team, token=token, endpoint=args.endpoint
+        )
+        revoked = "revoked" if replaced.previous_revoked else "not revocable (already revoked?)"
+        text = (
+            f"team {replaced.local_team} paired again at {replaced.endpoint}: credential "
+            f"{replaced.credential_id} replaces {replaced.previous_credential_id} ({revoked}); "
+            "cursors, mappings and read state are kept"
+        )
+        _emit(args, replaced.to_obj(), text)
         return 0
 
     return _guarded(args, action)

@@ -284,7 +284,7 @@ def connect_store(
         except BaseException as exc:
             with contextlib.suppress(OSError):
                 cred_path.unlink()
-            revoked = _revoke_quietly(result.endpoint, result, transport, client_config)
+            revoked = revoke_quietly(result.endpoint, result, transport, client_config)
             note = " (the relay credential was revoked)" if revoked else ""
             if isinstance(exc, AlreadyConnected):
                 raise
@@ -391,7 +391,7 @@ def roster_pairs(document: Any) -> list[tuple[str, str]]:
     return pairs
 
 
-def _revoke_quietly(
+def revoke_quietly(
     endpoint: str,
     result: object,
     transport: httpx.BaseTransport | None,

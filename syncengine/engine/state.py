@@ -42,6 +42,7 @@ __all__ = [
     "record_resync_accepted",
     "record_seen",
     "record_success",
+    "replace_credential",
     "set_identity_path",
 ]
 
@@ -328,6 +329,20 @@ def record_halt(conn: Any, binding_pk: int, code: str, message: str, now: str) -
         " WHERE binding_pk = ? AND halt_code IS NULL",
         (code, message, now, binding_pk),
     )
+
+
+def replace_credential(
+    conn: Any, binding_pk: int, *, endpoint: str, credential_id: str, credential_path: str
+) -> None:
+    """``connect --replace``: the binding presents a new credential (and
+    reaches the relay at ``endpoint``); nothing else of it changes."""
+    conn.execute(
+        "UPDATE engine_bindings SET endpoint = ?, credential_id = ?, credential_path = ?"
+        " WHERE binding_pk = ?",
+        (endpoint, credential_id, credential_path, binding_pk),
+    )
+    if conn.changes() != 1:
+        raise RuntimeError(f"binding {binding_pk} vanished during connect --replace")
 
 
 def clear_halt(conn: Any, binding_pk: int) -> bool:
