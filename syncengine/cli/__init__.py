@@ -62,6 +62,7 @@ def build_parser(modules: Iterable[str] = COMMAND_MODULES) -> argparse.ArgumentP
         epilog=EXIT_CODES_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("-V", "--version", action="store_true", help="print the version and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in modules:
@@ -87,10 +88,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         plain = run_plain_argv(args_list[1:])
         if plain is not None:
             return plain
+    if args_list in (["--version"], ["-V"]):
+        from syncengine import __version__
+
+        print(f"syncengine {__version__}")
+        return 0
     parser = build_parser(_modules_for(args_list))
     args = parser.parse_args(args_list)
-    code: int = args.handler(args)
+    try:
+        code: int = args.handler(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _broken_pipe()
     return code
+
+
+def _broken_pipe() -> int:
+    """The reader went away (``syncengine history | head``): stop quietly, as
+    a Unix tool killed by SIGPIPE would (128 + 13), with no traceback — and
+    point stdout at /dev/null so the interpreter's final flush stays quiet."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -114,6 +114,10 @@ def run_plain_argv(argv: list[str]) -> int | None:
             return None
     if i >= len(argv) or argv[i] not in OPS:
         return None
+    if any(arg in ("-h", "--help") for arg in argv[i + 1 :]):
+        from syncengine.cli import build_parser
+
+        build_parser(("syncengine.cli.driver",)).parse_args(["driver", "--help"])
     return run_op(argv[i], argv[i + 1 :], store_path=store)
 
 
@@ -260,7 +264,7 @@ def _op_export(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
     # Hosts call ``storage_export <team> <file>``; the spec's form is
     # ``<file>``. One store holds every team, so the selector names no subset.
     _arity(args, 1, 2, "export [<team>] <file>")
-    store.export(args[-1])
+    store.export(_file_argument(args[-1]))
     return []
 
 
@@ -269,8 +273,16 @@ def _op_import(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
     if args[-1] == "-":
         store.import_bytes(_read_stdin(stdin), "stdin")
     else:
-        store.import_file(args[-1])
+        store.import_file(_file_argument(args[-1]))
     return []
+
+
+def _file_argument(name: str) -> str:
+    """A file operand that looks like an option is a mistake (``export
+    --help`` once wrote a file named ``--help``); ``./-name`` says it is one."""
+    if name.startswith("-"):
+        raise UsageError(f"{name!r} looks like an option, not a file (write ./{name} for a file)")
+    return name
 
 
 def _op_compact(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
