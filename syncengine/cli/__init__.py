@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "send": "syncengine.cli.messages",
     "inbox": "syncengine.cli.messages",
     "history": "syncengine.cli.messages",
+    "wait": "syncengine.cli.wait",
 }
 #: The engine commands' exit codes (connect … resync), shown by ``--help``.
 EXIT_CODES_EPILOG = """\

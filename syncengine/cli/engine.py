@@ -53,6 +53,14 @@ def _deadline_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _once_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="one bounded push round instead of draining the backlog",
+    )
+
+
 def _seconds(text: str) -> float:
     from syncengine.engine.deadline import check_deadline_seconds
 
@@ -133,13 +141,16 @@ def register(subparsers: Any) -> None:
     _common(connect, team_required=True)
     connect.set_defaults(handler=_connect)
 
-    push = subparsers.add_parser("push", help="send pending local messages to the relay")
-    push.add_argument("--limit", type=_limit, default=None, metavar="N", help="1..1000")
-    push.add_argument(
-        "--all",
-        action="store_true",
-        help="repeat pushes of --limit (default 1000) until the backlog is sent",
+    push = subparsers.add_parser(
+        "push",
+        help="send every pending local message to the relay",
+        description="Drains the whole backlog in rounds of --limit (default 1000), each "
+        "round durable as it is acknowledged; --once sends one round of at most --limit "
+        "(default 100). --deadline bounds the whole command.",
     )
+    push.add_argument("--limit", type=_limit, default=None, metavar="N", help="1..1000")
+    _once_option(push)
+    push.add_argument("--all", action="store_true", help=argparse.SUPPRESS)  # the default now
     _common(push)
     _deadline_option(push)
     push.set_defaults(handler=_push)
@@ -150,8 +161,15 @@ def register(subparsers: Any) -> None:
     _deadline_option(pull)
     pull.set_defaults(handler=_pull)
 
-    sync = subparsers.add_parser("sync", help="push, then pull")
+    sync = subparsers.add_parser(
+        "sync",
+        help="push every pending message, then pull everything new",
+        description="Drains the push backlog (rounds of --limit, default 1000) and then "
+        "every new relay page, within --deadline; --once pushes one round of at most "
+        "--limit (default 100) before the pull.",
+    )
     sync.add_argument("--limit", type=_limit, default=None, metavar="N", help="push limit")
+    _once_option(sync)
     _common(sync)
     _deadline_option(sync)
     sync.set_defaults(handler=_sync)
@@ -463,13 +481,14 @@ def _push(args: argparse.Namespace) -> int:
     from syncengine.engine.limits import CATCH_UP_PUSH_LIMIT, STEADY_PUSH_LIMIT
 
     def work(engine: Any) -> int:
-        # --all drains the backlog one bounded push at a time: each prepares,
-        # sends and reconciles at most --limit messages, so memory stays one
-        # push wide and every acknowledgement is durable as it comes.
-        if args.all:
-            report = engine.push_all(args.limit or CATCH_UP_PUSH_LIMIT)
-        else:
+        # The backlog drains one bounded push at a time (issue #18: a cron job
+        # once needed hundreds of runs for a 20,000-message backlog): each
+        # prepares, sends and reconciles at most --limit messages, so memory
+        # stays one push wide and every acknowledgement is durable as it comes.
+        if args.once and not args.all:
             report = engine.push(args.limit or STEADY_PUSH_LIMIT)
+        else:
+            report = engine.push_all(args.limit or CATCH_UP_PUSH_LIMIT)
         _emit(args, {"ok": True, "push": _push_obj(report)}, _push_text(report))
         return 0
 
@@ -488,10 +507,13 @@ def _pull(args: argparse.Namespace) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from syncengine.engine.limits import STEADY_PUSH_LIMIT
+    from syncengine.engine.limits import CATCH_UP_PUSH_LIMIT, STEADY_PUSH_LIMIT
 
     def work(engine: Any) -> int:
-        report = engine.sync(args.limit or STEADY_PUSH_LIMIT)
+        if args.once:
+            report = engine.sync(args.limit or STEADY_PUSH_LIMIT)
+        else:
+            report = engine.sync(args.limit or CATCH_UP_PUSH_LIMIT, drain=True)
         _emit(
             args,
             {"ok": True, "push": _push_obj(report.push), "pull": _pull_obj(report.pull)},

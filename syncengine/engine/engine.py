@@ -543,15 +543,21 @@ class Engine:
         return [(member_id, name) for member_id, name in roster if member_id in held]
 
     def sync(
-        self, push_limit: int = STEADY_PUSH_LIMIT, page_limit: int = PULL_PAGE_LIMIT
+        self,
+        push_limit: int = STEADY_PUSH_LIMIT,
+        page_limit: int = PULL_PAGE_LIMIT,
+        *,
+        drain: bool = False,
     ) -> SyncReport:
         """Push, then pull. A refused push (policy, 507, oversized) does not
-        stop the pull — reads continue — but is still raised afterwards."""
+        stop the pull — reads continue — but is still raised afterwards.
+        ``drain`` pushes the whole backlog in rounds of ``push_limit`` (the
+        one-shot ``sync`` command; ``run`` takes one bounded step per cycle)."""
         with self._recorded(pulled=True):
             ctx = self._context()
             push_error: Exception | None = None
             try:
-                pushed = push_once(ctx, push_limit)
+                pushed = drain_push(ctx, push_limit) if drain else push_once(ctx, push_limit)
             except StopRequested:
                 raise
             except Exception as exc:

@@ -28,7 +28,8 @@ from tests.relay.live import LiveRelay
 #: The engine command that passes each crash point (None: no cycle reaches it,
 #: so it must never fire during one — no engine command retires a binding, and
 #: connect / ``security set`` / ``security identity`` are killed and restarted
-#: in crash_tests/test_engine_state_crash_points.py).
+#: in crash_tests/test_engine_state_crash_points.py, ``connect --replace`` in
+#: tests/e2e/test_reconnect.py).
 REACHED_BY: dict[str, str | None] = {
     "prepare.begin.before_commit": "sync",
     "prepare.begin.after_commit": "sync",
@@ -57,6 +58,9 @@ REACHED_BY: dict[str, str | None] = {
     "engine.connect.credential_written": None,
     "engine.connect.before_commit": None,
     "engine.connect.after_commit": None,
+    "engine.reconnect.credential_written": None,
+    "engine.reconnect.before_commit": None,
+    "engine.reconnect.after_commit": None,
     "engine.record.before_commit": "sync",
     "engine.record.after_commit": "sync",
     "engine.roster.before_commit": "sync",
