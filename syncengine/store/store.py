@@ -276,6 +276,23 @@ class Store:
                 conn, team, agent, cursor, list(message_ids), _now()
             )
 
+    def require_reader(self, team: str, agent: str) -> None:
+        """Raise :class:`UnknownTeam`/:class:`UnknownAgent` unless ``agent``
+        of ``team`` can be waited for (:func:`teams.require_reader`); a
+        missing store is :class:`StoreNotInitialized` and is not created."""
+        with read_transaction(self.conn, self.path) as conn:
+            teams.require_reader(conn, team, agent)
+
+    def data_version(self) -> int:
+        """SQLite's change counter as seen by this store's connection
+        (``PRAGMA data_version``): two readings differ exactly when another
+        connection committed in between. A waiter polls it for almost
+        nothing and re-reads the messages only after a change; it takes no
+        lock beyond a momentary read. A missing store is not created."""
+        with translate_sqlite_errors(self.path):
+            row = self.conn.execute("PRAGMA data_version").fetchone()
+        return int(row[0])
+
     def watch_tip(self, pairs: Sequence[str]) -> str:
         conn = self._read_conn()
         if conn is None:

@@ -46,6 +46,7 @@ __all__ = [
     "member_pk",
     "rename_member",
     "rename_team",
+    "require_reader",
     "team_pk",
 ]
 
@@ -83,6 +84,26 @@ def member_pk(conn: Any, team_key: int, team: str, agent: str, field: str = "age
     if pk is None:
         raise UnknownAgent(team, agent, field)
     return pk
+
+
+def require_reader(conn: Any, team: str, agent: str) -> None:
+    """Raise unless ``agent`` of ``team`` is a reader worth waiting for.
+
+    A storage read answers "nothing" for a name it never saw, which is right
+    for one call but would turn a typo into a wait that never ends. So the
+    team must be one this store knows (registered, or seen on a message),
+    and when it has a roster the agent must be a name seen in it — a roster
+    member, or a retired or interned name that may still hold unread
+    messages. A team without a roster has nothing to check the agent
+    against (hosts keep their own registry), so any valid name passes.
+    """
+    check_local_team(team, "team")
+    check_local_agent(agent, "agent")
+    key = find_team(conn, team)
+    if key is None:
+        raise UnknownTeam(team)
+    if find_member(conn, key, agent) is None and _roster_count(conn, key):
+        raise UnknownAgent(team, agent)
 
 
 def intern_team(conn: Any, name: str, now: str) -> int:

@@ -1,0 +1,194 @@
+"""``syncengine wait``: block until an agent has an unread message, print it.
+
+An agent that would otherwise call ``inbox`` in a loop (costing a process
+start and a query each time) waits here instead. A message may arrive by a
+local ``send`` or through a ``pull``/``run`` in another process, so the
+waiter cannot be told about it: it polls SQLite's change counter
+(``PRAGMA data_version`` on its own connection, a few times a second),
+which costs next to nothing, and runs the unread query only after some
+other connection committed. It only ever reads (WAL readers never block a
+writer), so every other process keeps sending and syncing while it waits,
+and it marks nothing read unless ``--mark-read`` asks for exactly the
+message it printed.
+
+Output is ``inbox``'s: one text line, or with ``--json`` one event-log
+``message_sent`` record. The module imports no sync or HTTP code: an agent
+may start one ``wait`` per turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from syncengine.store import MessageSent, Store
+
+__all__ = ["POLL_INTERVAL", "register", "wait_for_unread"]
+
+#: Seconds between change-counter polls: a message is seen within this long
+#: of its commit, and an idle waiter wakes only ~5 times a second.
+POLL_INTERVAL = 0.2
+#: The longest ``--timeout``: a day (a longer wait is ``--timeout 0``).
+MAX_TIMEOUT = 86_400.0
+EXIT_TIMED_OUT = 3
+EXIT_SIGINT = 128 + signal.SIGINT  # 130, as every other command on Ctrl-C
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
+
+EPILOG = """\
+exit codes:
+  0 a message was printed   2 usage   3 timed out with nothing unread
+  10/12/13 store errors (driver-interface; 13 also for an unknown team or agent)
+  130 interrupted (SIGINT)   143 stopped (SIGTERM)"""
+
+
+def _timeout(text: str) -> float:
+    """A finite number of seconds within 0..a day: ``nan`` or ``inf`` would
+    never compare as expired (or would expire at once), and a typo such as
+    ``1e9`` is surely not meant."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= MAX_TIMEOUT):
+        raise argparse.ArgumentTypeError(
+            f"timeout must be a number of seconds within 0..{MAX_TIMEOUT:.0f} "
+            f"(0 waits forever), not {text[:40]!r}"
+        )
+    return value
+
+
+def register(subparsers: Any) -> None:
+    wait = subparsers.add_parser(
+        "wait",
+        help="block until an agent has an unread message, then print it",
+        description="Wait until AGENT of TEAM has an unread message (sent here or pulled\n"
+        "by another process), print the oldest one as 'inbox' does and exit 0.\n"
+        "Only reads: other processes keep sending and syncing meanwhile.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    wait.add_argument("--team", required=True)
+    wait.add_argument("--agent", required=True)
+    wait.add_argument(
+        "--timeout",
+        type=_timeout,
+        default=0.0,
+        metavar="SECONDS",
+        help="give up after this long with exit 3 (default 0: wait forever; at most a day)",
+    )
+    wait.add_argument(
+        "--mark-read", action="store_true", help="mark the printed message read (only that one)"
+    )
+    wait.add_argument("--store", metavar="PATH", help="store file (default: SYNCENGINE_STORE)")
+    wait.add_argument("--json", action="store_true", help="print the message as a JSON record")
+    wait.set_defaults(handler=_wait)
+
+
+def wait_for_unread(
+    store: Store,
+    team: str,
+    agent: str,
+    timeout: float,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> MessageSent | None:
+    """The oldest unread message for ``agent``, waiting up to ``timeout``
+    seconds (0: forever) for one; ``None`` when the time ran out.
+
+    The change counter is read *before* each unread query, so a commit that
+    lands after the query still changes the counter and is never missed.
+    """
+    store.require_reader(team, agent)
+    deadline = clock() + timeout if timeout else math.inf
+    version = store.data_version()
+    while True:
+        found = store.list_unread(team, agent, 1)
+        if found:
+            return found[0]
+        while True:
+            remaining = deadline - clock()
+            if remaining <= 0:
+                return None
+            sleep(min(POLL_INTERVAL, remaining))
+            current = store.data_version()
+            if current != version:
+                version = current
+                break
+
+
+class _Stopped(BaseException):
+    """A stop signal while waiting (a BaseException: nothing may swallow it)."""
+
+    def __init__(self, exit_code: int) -> None:
+        super().__init__(exit_code)
+        self.exit_code = exit_code
+
+
+class _StopSignals:
+    """SIGINT/SIGTERM end the wait at once while it is waiting; once a
+    message was found they are held off, so a message is never printed
+    without being marked read (``--mark-read``) nor half-reported."""
+
+    def __init__(self) -> None:
+        self.armed = True
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.armed:
+            raise _Stopped(128 + signum)
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        try:
+            previous = {
+                sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)
+            }
+        except ValueError:  # not the main thread (an embedding caller): leave signals alone
+            previous = {}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _wait(args: argparse.Namespace) -> int:
+    from syncengine.store import Store, StoreError
+
+    stops = _StopSignals()
+    try:
+        with stops.installed(), Store(args.store) as store:
+            try:
+                message = wait_for_unread(store, args.team, args.agent, args.timeout)
+                stops.armed = False
+                if message is None:
+                    sys.stderr.write(
+                        f"syncengine wait: nothing unread for {args.agent!r} in {args.team!r} "
+                        f"within {args.timeout:g}s\n"
+                    )
+                    return EXIT_TIMED_OUT
+                if args.json:
+                    print(json.dumps(message.to_record(), ensure_ascii=False), flush=True)
+                else:
+                    print(f"{message.at}  {message.sender} -> {message.recipient}: {message.body}")
+                    sys.stdout.flush()
+                # Printed first, then marked (as ``inbox`` does): a failure in
+                # between leaves the message unread, delivered again, never lost.
+                if args.mark_read:
+                    store.mark_read_batch(args.team, args.agent, [message.id])
+            except StoreError as exc:
+                sys.stderr.write(f"syncengine wait: {exc}\n")
+                return exc.status.exit_code
+    except _Stopped as stopped:
+        return stopped.exit_code
+    return 0
