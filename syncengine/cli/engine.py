@@ -53,6 +53,13 @@ def _deadline_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _stamp() -> str:
+    """A log line's UTC time, to the second."""
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _once_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--once",
@@ -625,25 +632,39 @@ def _run_loop(args: argparse.Namespace, early: Any) -> int:
 
                 def on_cycle(outcome: Any) -> None:
                     if args.json:
-                        print(json.dumps(outcome.to_obj(), ensure_ascii=False), flush=True)
+                        obj = {"at": _stamp(), **outcome.to_obj()}
+                        print(json.dumps(obj, ensure_ascii=False), flush=True)
                         return
                     if not outcome.ok:
-                        print(f"cycle {outcome.number}: {outcome.state}: {outcome.message}")
+                        print(
+                            f"{_stamp()} cycle {outcome.number}: {outcome.state}: "
+                            f"{outcome.message} (next try in {outcome.wait:.0f} s)",
+                            flush=True,
+                        )
                     elif outcome.report.push.candidates or outcome.report.pull.received:
                         print(
-                            f"cycle {outcome.number}: "
+                            f"{_stamp()} cycle {outcome.number}: "
                             + _push_text(outcome.report.push).replace("\n", "; ")
                             + "; "
                             + _pull_text(outcome.report.pull),
                             flush=True,
                         )
 
+                team = engine.connection.local_team
                 if args.json:
-                    print(json.dumps({"event": "started", "team": engine.connection.local_team}))
-                    sys.stdout.flush()
+                    started = {"event": "started", "at": _stamp(), "team": team}
+                    print(json.dumps(started), flush=True)
+                else:
+                    print(
+                        f"{_stamp()} syncengine run: team {team} at {engine.connection.endpoint}, "
+                        f"every {settings.interval:g} s (SIGTERM stops)",
+                        flush=True,
+                    )
                 RunLoop(engine, stop, settings, on_cycle=on_cycle).run()
                 if args.json:
-                    print(json.dumps({"event": "stopped"}), flush=True)
+                    print(json.dumps({"event": "stopped", "at": _stamp()}), flush=True)
+                else:
+                    print(f"{_stamp()} syncengine run: stopped", flush=True)
         return 0
 
     return _guarded(args, action)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -232,8 +233,8 @@ def test_run_loop_stops_on_sigterm_and_refuses_a_second_engine(
     try:
         assert process.stdout is not None
         events = [json.loads(process.stdout.readline()) for _ in range(2)]
-        assert events[0]["event"] == "started"
-        assert events[1]["event"] == "cycle" and events[1]["ok"]
+        assert events[0]["event"] == "started" and events[0]["team"] == "crew"
+        assert events[1]["event"] == "cycle" and events[1]["ok"] and "at" in events[1]
         assert events[1]["pull"]["received"] == 1
         second = b.cli("sync")
         assert second.returncode == 8 and "another engine" in second.stderr
@@ -242,7 +243,8 @@ def test_run_loop_stops_on_sigterm_and_refuses_a_second_engine(
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
         assert time.monotonic() - started < 10
-        assert json.loads(process.stdout.read().splitlines()[-1]) == {"event": "stopped"}
+        stopped = json.loads(process.stdout.read().splitlines()[-1])
+        assert stopped["event"] == "stopped" and stopped["at"].endswith("Z")
     finally:
         if process.poll() is None:
             process.kill()
@@ -391,3 +393,35 @@ def test_an_agents_reads_follow_it_across_machines_through_the_relay(
     _sync(a, b, c)
     for machine in (a, b, c):
         assert [m["body"] for m in _inbox(machine)] == ["m8"], machine.name
+
+
+def test_run_logs_a_start_line_and_one_timestamped_line_per_cycle_that_did_work(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    """#18: ``run`` printed no start line and no timestamps."""
+    team = Team(live, tmp_path)
+    a, b = team.machine("a"), team.machine("b")
+    a.send("alice", "bob", "one", "two")
+    a.sync()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "syncengine", "run", "--interval", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SYNCENGINE_STORE": str(b.store)},
+    )
+    try:
+        assert process.stdout is not None
+        start, work = process.stdout.readline(), process.stdout.readline()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+        rest = process.stdout.read().splitlines()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ "
+    assert re.match(stamp + r"syncengine run: team crew at http://127\.0\.0\.1:\d+", start)
+    assert re.match(stamp + r"cycle 1: .*pulled 2 message", work)
+    assert re.match(stamp + "syncengine run: stopped", rest[-1])
+    assert len(rest) == 1  # idle cycles print nothing
