@@ -64,6 +64,13 @@ def build_parser(modules: Iterable[str] = COMMAND_MODULES) -> argparse.ArgumentP
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-V", "--version", action="store_true", help="print the version and exit")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log detail (-vv: debug)"
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="log errors only")
+    parser.add_argument(
+        "--log-format", choices=("text", "json"), default="text", help="log line format"
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in modules:
@@ -72,11 +79,18 @@ def build_parser(modules: Iterable[str] = COMMAND_MODULES) -> argparse.ArgumentP
 
 
 def _modules_for(argv: Sequence[str]) -> tuple[str, ...]:
-    """Only the invoked command's module, when the command is unambiguous."""
-    first = next((arg for arg in argv if not arg.startswith("-")), None)
-    if first in COMMANDS and argv and argv[0] == first:
+    """Only the invoked command's module, when the command is unambiguous
+    (global logging flags may come before it)."""
+    rest = list(argv)
+    while rest and rest[0] in _GLOBAL_FLAGS:
+        rest = rest[2:] if rest[0] == "--log-format" else rest[1:]
+    first = rest[0] if rest else None
+    if first in COMMANDS:
         return (COMMANDS[first],)
     return COMMAND_MODULES
+
+
+_GLOBAL_FLAGS = frozenset({"-v", "-vv", "-vvv", "--verbose", "-q", "--quiet", "--log-format"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -96,9 +110,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     parser = build_parser(_modules_for(args_list))
     args = parser.parse_args(args_list)
+    from syncengine.cli.logsetup import configured_logging, level_for
+
     try:
-        code: int = args.handler(args)
-        sys.stdout.flush()
+        with configured_logging(level_for(args.verbose, args.quiet), args.log_format):
+            code: int = args.handler(args)
+            sys.stdout.flush()
     except BrokenPipeError:
         return _broken_pipe()
     return code

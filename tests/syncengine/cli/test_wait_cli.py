@@ -280,5 +280,5 @@ def test_invoking_wait_imports_only_its_own_command_module(store: Path) -> None:
         check=True,
     )
     lines = result.stdout.strip().splitlines()
-    assert lines[-2] == "['syncengine.cli.wait']"
+    assert lines[-2] == "['syncengine.cli.logsetup', 'syncengine.cli.wait']"
     assert lines[-1] == "False False"

@@ -425,3 +425,23 @@ def test_run_logs_a_start_line_and_one_timestamped_line_per_cycle_that_did_work(
     assert re.match(stamp + r"cycle 1: .*pulled 2 message", work)
     assert re.match(stamp + "syncengine run: stopped", rest[-1])
     assert len(rest) == 1  # idle cycles print nothing
+
+
+def test_debug_logs_of_a_sync_never_carry_the_credential_or_a_body(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    """#18: logging at every level, and still no secret on any line."""
+    team = Team(live, tmp_path)
+    a, b = team.machine("a"), team.machine("b")
+    a.send("alice", "bob", "a body that stays private")
+    from syncengine.http.credentials import load_credential
+
+    with Engine(a.store) as engine:
+        secret = load_credential(Path(engine.connection.credential_path)).secret.reveal()
+    for machine in (a, b):
+        for fmt in ("text", "json"):
+            result = machine.cli("-vv", "--log-format", fmt, "sync")
+            assert result.returncode == 0, result.stderr
+            assert "syncengine.http" in result.stderr or "syncengine.engine" in result.stderr
+            assert secret not in result.stderr + result.stdout
+            assert "a body that stays private" not in result.stderr
