@@ -1,8 +1,9 @@
 """``syncengine relay …``: the operator's control plane for one relay database.
 
-Subcommands (each takes ``--db PATH`` and ``--json``):
+Subcommands (each takes ``--database URL|PATH`` and ``--json``):
 
 * ``init``                      create the database and its immutable server_instance_id
+* ``migrate``                   bring an existing database to this release's schema
 * ``serve``                     run HTTP API v1 (127.0.0.1 by default)
 * ``team apply DOC.json``       atomically replace a team's roster (creates the team)
 * ``token issue --team ID``     one pairing token, printed once to stdout
@@ -10,6 +11,11 @@ Subcommands (each takes ``--db PATH`` and ``--json``):
 * ``policy set --team ID --allow none,age-v1``  append a write-policy revision
 * ``retain --team ID --through SEQ``            manual retention
 * ``status``                    teams, sequences, floors, members, credentials
+
+``--database`` (alias ``--db``) is a ``postgresql://`` URL or the SQLite file
+path, default ``$SYNCENGINE_RELAY_DATABASE``, then ``$SYNCENGINE_RELAY_DB``,
+then ``$XDG_DATA_HOME/syncengine/relay.db``. Several ``serve`` processes may
+share one PostgreSQL database; a SQLite file takes one.
 
 No secret is ever read from argv: tokens and credentials are only ever
 *printed* (once), never accepted. Exit codes: 0 success, 2 operator error
@@ -29,12 +35,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from relay.config import RETENTION_ENV, default_db_path, parse_retention
+from relay.config import RETENTION_ENV, default_database, parse_retention
 from relay.errors import OperatorError, RelayError
 from relay.limits import PAIRING_TOKEN_TTL_SECONDS
 from relay.provisioning import parse_provisioning_document
 from relay.secrets import hash_secret, new_pairing_token, timestamp, utc_now
-from relay.storage.sqlite import SqliteRelayStore
+from relay.storage import location
+from relay.storage.base import RelayStore
 from wire.errors import WireError
 from wire.scalars import check_uuid7, parse_seq
 
@@ -62,6 +69,7 @@ def register(subparsers: Any) -> None:
         return sub
 
     command("init", "create a new relay database", _init)
+    command("migrate", "upgrade an existing relay database's schema", _migrate)
 
     serve = command("serve", "serve HTTP API v1", _serve)
     serve.add_argument("--host", default="127.0.0.1")
@@ -121,7 +129,13 @@ def register(subparsers: Any) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", type=Path, default=None, help="database path")
+    parser.add_argument(
+        "--database",
+        "--db",
+        dest="database",
+        default=None,
+        help="postgresql:// URL or SQLite file path",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -148,19 +162,16 @@ def _fail(args: argparse.Namespace, message: str, remediation: str) -> None:
             print(f"  fix: {remediation}", file=sys.stderr)
 
 
-def _db_path(args: argparse.Namespace) -> Path:
-    return args.db if args.db is not None else default_db_path()
+def _database(args: argparse.Namespace) -> str:
+    return str(args.database) if args.database is not None else default_database()
 
 
-def _open(args: argparse.Namespace, **kwargs: Any) -> SqliteRelayStore:
-    path = _db_path(args)
-    if not path.exists():
-        raise OperatorError(f"no relay database at {path}", "create one: syncengine relay init")
-    return SqliteRelayStore(path, **kwargs)
+def _open(args: argparse.Namespace, **kwargs: Any) -> RelayStore:
+    return location.open_store(_database(args), **kwargs)
 
 
 @contextmanager
-def _opened(args: argparse.Namespace) -> Iterator[SqliteRelayStore]:
+def _opened(args: argparse.Namespace) -> Iterator[RelayStore]:
     """The existing database for one operator command, closed however it ends."""
     store = _open(args)
     try:
@@ -181,13 +192,27 @@ def _emit(args: argparse.Namespace, document: dict[str, Any], text: str) -> None
 
 
 def _init(args: argparse.Namespace) -> int:
-    path = _db_path(args)
-    instance_id = SqliteRelayStore.initialize(path)
+    database = _database(args)
+    instance_id = location.initialize(database)
+    shown = location.display(database)
     _emit(
         args,
-        {"db": str(path), "server_instance_id": instance_id},
-        f"created {path}\nserver_instance_id {instance_id}",
+        {"db": shown, "server_instance_id": instance_id},
+        f"created {shown}\nserver_instance_id {instance_id}",
     )
+    return EXIT_OK
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    database = _database(args)
+    before, after = location.migrate(database)
+    shown = location.display(database)
+    text = (
+        f"{shown}: schema version {after} (already current)"
+        if before == after
+        else f"{shown}: schema version {before} -> {after}"
+    )
+    _emit(args, {"db": shown, "from_version": before, "to_version": after}, text)
     return EXIT_OK
 
 
@@ -320,7 +345,8 @@ def _status(args: argparse.Namespace) -> int:
         }
         for t in status.teams
     ]
-    lines = [f"db {_db_path(args)}", f"server_instance_id {status.server_instance_id}"]
+    shown = location.display(_database(args))
+    lines = [f"db {shown}", f"server_instance_id {status.server_instance_id}"]
     for t in status.teams:
         lines.append(
             f"team {t.team_id} ({t.team_name}): seq {t.current_seq}, floor "
@@ -330,7 +356,7 @@ def _status(args: argparse.Namespace) -> int:
     _emit(
         args,
         {
-            "db": str(_db_path(args)),
+            "db": shown,
             "server_instance_id": status.server_instance_id,
             "teams": teams,
         },

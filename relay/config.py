@@ -1,5 +1,9 @@
 """Relay configuration: database location and retention, validated up front.
 
+The database is a location string (relay/storage/location.py): a
+``postgresql://`` URL or the SQLite file path. ``$SYNCENGINE_RELAY_DATABASE``
+names either; the older ``$SYNCENGINE_RELAY_DB`` (a file path) still works.
+
 The retention setting follows retention-gap-resynchronization.md
 "Reference-server retention configuration": unset disables it; otherwise a
 canonical positive decimal no greater than the signed 64-bit maximum, and an
@@ -17,6 +21,7 @@ from wire.errors import WireError
 from wire.scalars import parse_seq
 
 DB_ENV = "SYNCENGINE_RELAY_DB"
+DATABASE_ENV = "SYNCENGINE_RELAY_DATABASE"
 RETENTION_ENV = "SYNCENGINE_RELAY_RETENTION_MAX_LIVE_MESSAGES"
 
 
@@ -28,6 +33,12 @@ def default_db_path(env: Mapping[str, str] | None = None) -> Path:
         return Path(explicit)
     data_home = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(data_home) / "syncengine" / "relay.db"
+
+
+def default_database(env: Mapping[str, str] | None = None) -> str:
+    """``$SYNCENGINE_RELAY_DATABASE`` (URL or path), else :func:`default_db_path`."""
+    environ = os.environ if env is None else env
+    return environ.get(DATABASE_ENV) or str(default_db_path(environ))
 
 
 def parse_retention(value: str | None) -> int | None:

@@ -18,7 +18,7 @@ from typing import TextIO
 import uvicorn
 
 from relay.http.app import create_app
-from relay.storage.sqlite import SqliteRelayStore
+from relay.storage.base import RelayStore
 
 
 def configure_logging(stream: TextIO = sys.stderr, level: int = logging.INFO) -> None:
@@ -32,7 +32,7 @@ def configure_logging(stream: TextIO = sys.stderr, level: int = logging.INFO) ->
 
 
 def serve(
-    store: SqliteRelayStore,
+    store: RelayStore,
     host: str,
     port: int,
     *,

@@ -5,9 +5,11 @@ transition either commits whole or not at all). Data-plane methods take an
 :class:`Access` and re-authenticate inside their own transaction, so a
 credential revoked concurrently can never write after its revocation commits.
 
-The SQLite implementation lives in :mod:`relay.storage.sqlite`; a PostgreSQL
-implementation must provide the same semantics with ``SELECT … FOR UPDATE``
-on the team row where SQLite relies on its single-writer lock.
+Implementations: :mod:`relay.storage.sqlite` (the default, one file) and
+:mod:`relay.storage.postgres`, which provides the same semantics with a
+``SELECT … FOR NO KEY UPDATE`` on the team row where SQLite relies on its
+single-writer lock; :mod:`relay.storage.location` picks one from
+``--database``.
 """
 
 from __future__ import annotations

@@ -50,7 +50,6 @@ from relay.errors import (
     PairingTokenConsumed,
     PairingTokenExpired,
     ProvisioningRejected,
-    ReadStateLimitExceeded,
     RelayError,
     ResyncRequired,
     TeamNotFound,
@@ -63,7 +62,6 @@ from relay.limits import (
     MAX_BLOB_BYTES,
     MAX_EXACT_PER_MEMBER,
     MAX_EXACT_PER_TEAM,
-    MAX_MEMBERS,
     MAX_POLICY_HISTORY,
     MAX_SEQ,
     RETRY_AFTER_SECONDS,
@@ -96,12 +94,12 @@ from relay.storage.records import (
     TeamStatus,
     TeamSummary,
 )
+from relay.storage.rules import check_document_shape, check_read_state_bounds, log_retention
 
 __all__ = ["SCHEMA_VERSION", "SqliteRelayStore"]
 
 SCHEMA_VERSION = 1
 _log = logging.getLogger("relay.storage")
-_retention_log = logging.getLogger("relay.retention")
 T = TypeVar("T")
 
 _SCHEMA = """
@@ -309,6 +307,7 @@ class SqliteRelayStore:
         self._all: list[apsw.Connection] = []
         self._all_lock = threading.Lock()
         self._server_instance_id = self._run(False, self._read_instance_id)
+        self._check_schema_version(self._run(False, self._read_schema_version))
 
     # -- lifecycle -------------------------------------------------------------
     @classmethod
@@ -354,6 +353,36 @@ class SqliteRelayStore:
             if side.exists():
                 side.chmod(0o600)
         return instance_id
+
+    @classmethod
+    def migrate(cls, path: str | os.PathLike[str]) -> tuple[int, int]:
+        """Bring the file to :data:`SCHEMA_VERSION`; ``(from, to)``.
+
+        Version 1 is the only SQLite schema so far, so this checks and reports
+        (refusing a newer file) — the command exists for parity with PostgreSQL,
+        and the next schema change adds its step here.
+        """
+        store = cls(path)
+        try:
+            version = store._run(False, store._read_schema_version)
+        finally:
+            store.close()
+        return version, version
+
+    @staticmethod
+    def _read_schema_version(conn: _Db) -> int:
+        row = conn.execute("SELECT value FROM relay_meta WHERE key = 'schema_version'").fetchone()
+        return 1 if row is None else int(row[0])
+
+    @staticmethod
+    def _check_schema_version(version: int) -> None:
+        """A file written by a newer relay is refused rather than misread."""
+        if version > SCHEMA_VERSION:
+            raise OperatorError(
+                f"the relay database is schema version {version}, newer than this "
+                f"relay's {SCHEMA_VERSION}",
+                "run the newer syncengine release that wrote it",
+            )
 
     @property
     def server_instance_id(self) -> str:
@@ -578,7 +607,7 @@ class SqliteRelayStore:
 
         result = self._run(True, body, "relay.post")
         if result.retention is not None:
-            _log_retention(result.retention, automatic=True)
+            log_retention(result.retention, automatic=True)
         return result
 
     def page_messages(self, access: Access, after: int, limit: int) -> MessagePage:
@@ -725,23 +754,13 @@ class SqliteRelayStore:
                 (team.pk, json.dumps(sorted(added))),
             )
         }
-        # Only a member whose *new* facts survived GC can have caused an
-        # overflow; naming one guarantees that dropping its update from a
-        # retry makes progress (read-state spec "Limit failure and recovery").
-        contributors = sorted(m for m, n in added.items() if n > 0)
-        causal = next((m for m in contributors if counts.get(m, 0) > MAX_EXACT_PER_MEMBER), None)
-        if causal is None and total > MAX_EXACT_PER_TEAM and contributors:
-            causal = contributors[0]
-        if causal is not None:
-            raise ReadStateLimitExceeded(
-                details={
-                    "member_id": causal,
-                    "member_exact_count": str(counts.get(causal, 0)),
-                    "team_exact_count": str(int(total)),
-                    "max_exact_per_member": MAX_EXACT_PER_MEMBER,
-                    "max_exact_per_team": MAX_EXACT_PER_TEAM,
-                },
-            )
+        check_read_state_bounds(
+            added,
+            counts,
+            int(total),
+            max_per_member=MAX_EXACT_PER_MEMBER,
+            max_per_team=MAX_EXACT_PER_TEAM,
+        )
 
     @staticmethod
     def _read_page(
@@ -833,7 +852,7 @@ class SqliteRelayStore:
     # -- operator control plane ---------------------------------------------------------------
     def apply_provisioning(self, document: ProvisioningDocument, now: str) -> TeamSummary:
         """Atomic replace of one team's roster (v1.md "GET /v1/members")."""
-        _check_document_shape(document)
+        check_document_shape(document)
 
         def body(conn: _Db) -> TeamSummary:
             team = self._team(conn, document.team_id)
@@ -1057,7 +1076,7 @@ class SqliteRelayStore:
             return self._retain_locked(conn, team, through_seq)
 
         result = self._run(True, body, "relay.retain")
-        _log_retention(result, automatic=False)
+        log_retention(result, automatic=False)
         return result
 
     @staticmethod
@@ -1123,45 +1142,3 @@ class SqliteRelayStore:
             return StoreStatus(self._read_instance_id(conn), tuple(teams))
 
         return self._run(False, body)
-
-
-def _check_document_shape(document: ProvisioningDocument) -> None:
-    """Within-document uniqueness rules; cross-revision rules need the database."""
-    if len(document.members) > MAX_MEMBERS:
-        raise ProvisioningRejected(
-            f"{len(document.members)} members exceed the limit of {MAX_MEMBERS}",
-            "split the team; a roster holds at most 1,000 active members",
-        )
-    member_ids: set[str] = set()
-    names: set[str] = set()
-    reg_ids: set[str] = set()
-    for member in document.members:
-        if member.member_id in member_ids:
-            raise ProvisioningRejected(f"duplicate member_id {member.member_id}")
-        if member.name in names:
-            raise ProvisioningRejected(f"duplicate member name {member.name!r}")
-        member_ids.add(member.member_id)
-        names.add(member.name)
-        for reg in member.registrations:
-            if reg.registration_id in reg_ids:
-                raise ProvisioningRejected(f"duplicate registration_id {reg.registration_id}")
-            reg_ids.add(reg.registration_id)
-
-
-def _log_retention(result: RetentionResult, *, automatic: bool) -> None:
-    """Operator-visible retention record: team, floors, row count — nothing else."""
-    if result.new_floor == result.old_floor:
-        return
-    _retention_log.info(
-        json.dumps(
-            {
-                "event": "retention",
-                "mode": "automatic" if automatic else "manual",
-                "team_id": result.team_id,
-                "old_floor": str(result.old_floor),
-                "new_floor": str(result.new_floor),
-                "rows_removed": result.rows_removed,
-            },
-            sort_keys=True,
-        )
-    )

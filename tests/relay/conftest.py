@@ -1,17 +1,68 @@
-"""In-process relay fixtures: a real SQLite store behind Starlette's TestClient."""
+"""In-process relay fixtures: a real store behind Starlette's TestClient, on every backend.
+
+The relay suite is a contract suite: ``backend`` is parametrized over SQLite
+and PostgreSQL, and every fixture built on it (``relay``, ``team``,
+``device`` …) runs each test once per backend with a fresh database — a
+temporary SQLite file, or a new database on the session's throw-away
+PostgreSQL server (tests/relay/pg_server.py). A test that is about one
+backend's own faults asks for ``sqlite_backend`` or ``postgres_backend``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
 from relay.http.app import create_app
-from relay.storage.sqlite import SqliteRelayStore
-from tests.relay.helpers import FakeClock, Team, issue_token, new_store, provision, team_headers
+from relay.storage.base import RelayStore
+from tests.relay.backends import BACKENDS, Backend, require_postgres
+from tests.relay.helpers import FakeClock, Team, issue_token, provision, team_headers
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_postgres_at_session_end() -> Iterator[None]:
+    yield
+    from tests.relay.pg_server import stop_shared_server
+
+    stop_shared_server()
+
+
+def make_backend(name: str, tmp_path: Path) -> Iterator[Backend]:
+    if name == "sqlite":
+        yield Backend("sqlite", str(tmp_path / "relay.db"))
+        return
+    yield Backend("postgres", require_postgres().clean_relay_database(), initialized=True)
+
+
+@pytest.fixture
+def empty_postgres_url() -> Iterator[str]:
+    """A PostgreSQL database of its own with no relay schema (init and migrate tests)."""
+    server = require_postgres()
+    url = server.create_database()
+    try:
+        yield url
+    finally:
+        server.drop_database(url)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    yield from make_backend(str(request.param), tmp_path)
+
+
+@pytest.fixture
+def sqlite_backend(tmp_path: Path) -> Iterator[Backend]:
+    yield from make_backend("sqlite", tmp_path)
+
+
+@pytest.fixture
+def postgres_backend(tmp_path: Path) -> Iterator[Backend]:
+    yield from make_backend("postgres", tmp_path)
 
 
 @dataclass
@@ -27,9 +78,10 @@ class Device:
 
 @dataclass
 class Relay:
-    store: SqliteRelayStore
+    store: RelayStore
     client: TestClient
     clock: FakeClock
+    backend: Backend
 
     def pair(self, team: Team) -> Device:
         token = issue_token(self.store, team.team_id, self.clock.now)
@@ -43,18 +95,20 @@ class Relay:
         return Device(team, body["credential"], body["credential_id"])
 
 
-def make_relay(tmp_path: Path, **store_kwargs: object) -> Iterator[Relay]:
-    store = new_store(tmp_path, **store_kwargs)
+def make_relay(backend: Backend, **store_kwargs: Any) -> Iterator[Relay]:
+    store = backend.new_store(**store_kwargs)
     clock = FakeClock()
     app = create_app(store, clock=clock)
-    with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as client:
-        yield Relay(store, client, clock)
-    store.close()
+    try:
+        with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as client:
+            yield Relay(store, client, clock, backend)
+    finally:
+        store.close()
 
 
 @pytest.fixture
-def relay(tmp_path: Path) -> Iterator[Relay]:
-    yield from make_relay(tmp_path)
+def relay(backend: Backend) -> Iterator[Relay]:
+    yield from make_relay(backend)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from relay.secrets import hash_secret, new_pairing_token, new_uuid7, timestamp
+from relay.storage.base import RelayStore
 from relay.storage.records import Member, ProvisioningDocument
 from relay.storage.sqlite import SqliteRelayStore
 from wire.envelope import encode_blob
@@ -50,7 +51,7 @@ class Team:
     members: list[Member] = field(default_factory=list)
 
 
-def provision(store: SqliteRelayStore, names: tuple[str, ...] = ("leader", "worker-1")) -> Team:
+def provision(store: RelayStore, names: tuple[str, ...] = ("leader", "worker-1")) -> Team:
     team = Team(new_uuid7(), "example-team", [Member(new_uuid7(), n) for n in names])
     store.apply_provisioning(
         ProvisioningDocument(team.team_id, team.team_name, tuple(team.members)), timestamp(T0)
@@ -58,7 +59,7 @@ def provision(store: SqliteRelayStore, names: tuple[str, ...] = ("leader", "work
     return team
 
 
-def issue_token(store: SqliteRelayStore, team_id: str, now: datetime = T0) -> str:
+def issue_token(store: RelayStore, team_id: str, now: datetime = T0) -> str:
     token = new_pairing_token()
     store.issue_pairing_token(
         team_id,

@@ -1,4 +1,9 @@
-"""A real relay process on 127.0.0.1 driven through the operator CLI."""
+"""A real relay process on 127.0.0.1 driven through the operator CLI.
+
+``db`` is a SQLite file path or a PostgreSQL URL (``--database`` takes
+either). A path is initialized on first use; a URL is initialized by the
+caller, since several relay processes may share it.
+"""
 
 from __future__ import annotations
 
@@ -20,8 +25,11 @@ from relay.secrets import new_uuid7
 PYTHON = sys.executable
 
 
+Database = Path | str
+
+
 def cli(
-    db: Path, *args: str, env: dict[str, str] | None = None
+    db: Database, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [PYTHON, "-m", "syncengine", "relay", *args, "--db", str(db)],
@@ -34,7 +42,7 @@ def cli(
 
 
 def provision(
-    db: Path, tmp: Path, names: tuple[str, ...] = ("leader", "worker-1")
+    db: Database, tmp: Path, names: tuple[str, ...] = ("leader", "worker-1")
 ) -> dict[str, Any]:
     document = {
         "team_id": new_uuid7(),
@@ -48,7 +56,7 @@ def provision(
     return document
 
 
-def issue_token(db: Path, team_id: str) -> str:
+def issue_token(db: Database, team_id: str) -> str:
     result = cli(db, "token", "issue", "--team", team_id, "--json")
     assert result.returncode == 0, result.stderr
     return str(json.loads(result.stdout)["token"])
@@ -57,7 +65,7 @@ def issue_token(db: Path, team_id: str) -> str:
 @dataclass
 class LiveRelay:
     base_url: str
-    db: Path
+    db: Database
     process: subprocess.Popen[str]
     server_instance_id: str
 
@@ -82,8 +90,10 @@ class LiveRelay:
 
 
 @contextmanager
-def running_relay(db: Path, *extra: str, env: dict[str, str] | None = None) -> Iterator[LiveRelay]:
-    if not db.exists():
+def running_relay(
+    db: Database, *extra: str, env: dict[str, str] | None = None
+) -> Iterator[LiveRelay]:
+    if isinstance(db, Path) and not db.exists():
         assert cli(db, "init").returncode == 0
     process = subprocess.Popen(
         [

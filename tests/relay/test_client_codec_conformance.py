@@ -10,8 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import apsw
-
 from relay.limits import MAX_SEQ
 from relay.secrets import new_uuid7
 from tests.relay.conftest import Device, Relay
@@ -56,7 +54,7 @@ def test_success_documents_parse_and_match_their_requests(relay: Relay, device: 
     RevokeResponse.from_obj(revoked.json()).check_matches(device.credential_id)
 
 
-def _errors(relay: Relay, device: Device, tmp_path: Path) -> list[Any]:
+def _errors(relay: Relay, device: Device) -> list[Any]:
     headers = device.headers
     client = relay.client
     kept = message()
@@ -98,9 +96,7 @@ def _errors(relay: Relay, device: Device, tmp_path: Path) -> list[Any]:
     expired = issue_token(relay.store, device.team.team_id, relay.clock.now)
     relay.clock.advance(3600)
     responses.append(client.post("/v1/pairing/exchange", json={"token": expired}, headers=pairing))
-    conn = apsw.Connection(str(tmp_path / "relay.db"))
-    conn.execute("UPDATE teams SET current_seq = ?", (MAX_SEQ,))
-    conn.close()
+    relay.backend.execute("UPDATE teams SET current_seq = ?", (MAX_SEQ,))
     responses.append(
         client.post(
             "/v1/messages", json={"messages": [message("age-v1", "epoch-1")]}, headers=headers
@@ -113,7 +109,7 @@ def test_every_error_body_satisfies_the_client_error_table(
     relay: Relay, device: Device, tmp_path: Path
 ) -> None:
     statuses = []
-    for response in _errors(relay, device, tmp_path):
+    for response in _errors(relay, device):
         parsed = ErrorResponse.from_obj(response.json(), response.status_code)
         statuses.append((response.status_code, parsed.code))
     assert statuses == [

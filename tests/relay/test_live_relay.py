@@ -12,12 +12,22 @@ from typing import Any
 import apsw
 import pytest
 
+from tests.relay.backends import Backend
 from tests.relay.helpers import batch
-from tests.relay.live import LiveRelay, cli, provision, running_relay
+from tests.relay.live import Database, LiveRelay, cli, provision, running_relay
 
 
 @pytest.fixture
-def live(tmp_path: Path) -> Iterator[LiveRelay]:
+def live(backend: Backend, tmp_path: Path) -> Iterator[LiveRelay]:
+    """A relay process on either backend (a URL is already initialized)."""
+    db: Database = backend.location if backend.is_postgres else tmp_path / "relay.db"
+    with running_relay(db, "--busy-timeout-ms", "200") as relay:
+        yield relay
+
+
+@pytest.fixture
+def sqlite_live(tmp_path: Path) -> Iterator[LiveRelay]:
+    """For faults of the SQLite file itself (tests/relay/test_postgres.py has PostgreSQL's)."""
     with running_relay(tmp_path / "relay.db", "--busy-timeout-ms", "200") as relay:
         yield relay
 
@@ -140,7 +150,11 @@ def test_live_concurrent_writers_get_gap_free_unique_sequences_in_commit_order(
     assert [(int(m["server_seq"]), m["id"]) for m in page["messages"]] == sorted(by_seq.items())
 
 
-def test_live_health_is_503_without_server_id_when_the_database_is_gone(live: LiveRelay) -> None:
+def test_live_health_is_503_without_server_id_when_the_database_is_gone(
+    sqlite_live: LiveRelay,
+) -> None:
+    live = sqlite_live
+    assert isinstance(live.db, Path)
     moved = live.db.with_name("moved.db")
     shutil.move(live.db, moved)
     try:
@@ -160,8 +174,9 @@ def test_live_health_is_503_without_server_id_when_the_database_is_gone(live: Li
 
 
 def test_live_write_is_503_with_binding_while_the_database_is_locked(
-    live: LiveRelay, tmp_path: Path
+    sqlite_live: LiveRelay, tmp_path: Path
 ) -> None:
+    live = sqlite_live
     team = provision(live.db, tmp_path)
     headers = live.pair(team["team_id"])
     messages = batch(2)

@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import apsw
 import pytest
 
 from relay.limits import MAX_SEQ
@@ -151,10 +150,8 @@ def test_conflict_is_decided_before_cipher_admission(relay: Relay, device: Devic
     assert response.status_code == 409
 
 
-def _force_current_seq(db: Path, value: int) -> None:
-    conn = apsw.Connection(str(db))
-    conn.execute("UPDATE teams SET current_seq = ?", (value,))
-    conn.close()
+def _force_current_seq(relay: Relay, value: int) -> None:
+    relay.backend.execute("UPDATE teams SET current_seq = ?", (value,))
 
 
 def test_batch_crossing_the_sequence_maximum_is_507_and_nothing_is_allocated(
@@ -162,7 +159,7 @@ def test_batch_crossing_the_sequence_maximum_is_507_and_nothing_is_allocated(
 ) -> None:
     kept = message()
     post(relay, device, [kept])
-    _force_current_seq(tmp_path / "relay.db", MAX_SEQ - 1)
+    _force_current_seq(relay, MAX_SEQ - 1)
     response = post(relay, device, batch(2))
     assert response.status_code == 507
     assert response.json()["error"]["code"] == "sequence-exhausted"
@@ -178,7 +175,7 @@ def test_exhausted_team_still_acks_replays_and_serves_reads(
 ) -> None:
     kept = message()
     post(relay, device, [kept])
-    _force_current_seq(tmp_path / "relay.db", MAX_SEQ)
+    _force_current_seq(relay, MAX_SEQ)
     assert post(relay, device, batch(1)).status_code == 507
     replay = post(relay, device, [kept])
     assert replay.status_code == 200

@@ -9,9 +9,10 @@ from starlette.routing import Route
 
 from relay.limits import MAX_PAGE_LIMIT
 from relay.openapi import OPENAPI_PATH, document
+from tests.relay.backends import Backend
 from tests.relay.conftest import Device, Relay
 from tests.relay.helpers import batch, envelope, issue_token, message
-from tests.relay.live import provision, running_relay
+from tests.relay.live import Database, provision, running_relay
 from tests.relay.schema_check import check
 
 DOC = document()
@@ -144,8 +145,9 @@ def test_in_process_responses_match_the_document(relay: Relay, device: Device) -
         _validate(method, path, response)
 
 
-def test_live_process_responses_match_the_document(tmp_path: Path) -> None:
-    with running_relay(tmp_path / "relay.db") as live:
+def test_live_process_responses_match_the_document(backend: Backend, tmp_path: Path) -> None:
+    db: Database = backend.location if backend.is_postgres else tmp_path / "relay.db"
+    with running_relay(db) as live:
         team = provision(live.db, tmp_path)
         h = live.pair(team["team_id"])
         with live.client() as c:

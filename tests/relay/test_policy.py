@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import apsw
 import pytest
 
 from relay.errors import ProvisioningRejected
@@ -82,21 +81,16 @@ def test_policy_cannot_name_a_cipher_the_relay_cannot_store(relay: Relay, device
 def test_policy_history_is_bounded_to_4096_distinct_boundaries(
     relay: Relay, device: Device, tmp_path: Path
 ) -> None:
-    conn = apsw.Connection(str(tmp_path / "relay.db"))
-    conn.execute("BEGIN")
-    for boundary in range(2, MAX_POLICY_HISTORY + 1):
-        conn.execute(
-            "INSERT INTO policy_history(team_pk, effective_from_seq, policy_revision, "
-            "accepted_envelope_versions, write_allowed_ciphers) "
-            "VALUES (1, ?, ?, '[1]', '[\"none\"]')",
-            (boundary, boundary - 1),
-        )
-    conn.execute(
+    relay.backend.executemany(
+        "INSERT INTO policy_history(team_pk, effective_from_seq, policy_revision, "
+        "accepted_envelope_versions, write_allowed_ciphers) "
+        "VALUES ((SELECT team_pk FROM teams WHERE team_id = ?), ?, ?, '[1]', '[\"none\"]')",
+        [(device.team.team_id, b, b - 1) for b in range(2, MAX_POLICY_HISTORY + 1)],
+    )
+    relay.backend.execute(
         "UPDATE teams SET current_seq = ?, policy_revision = ?",
         (MAX_POLICY_HISTORY - 1, MAX_POLICY_HISTORY - 1),
     )
-    conn.execute("COMMIT")
-    conn.close()
     # Same boundary as the last entry: collapses, still allowed.
     relay.store.set_policy(device.team.team_id, ["age-v1", "none"])
     assert len(caps(relay, device)["policy_history"]) == MAX_POLICY_HISTORY  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ import pytest
 from relay.config import default_db_path, parse_retention
 from relay.errors import OperatorError, ProvisioningRejected
 from relay.storage.sqlite import SqliteRelayStore
+from tests.relay.backends import Backend
 from tests.relay.conftest import Device, Relay, make_relay
 from tests.relay.helpers import batch, envelope, provision
 
@@ -114,8 +115,8 @@ def test_retention_max_merges_read_frontiers_and_drops_covered_exact_reads(
 
 
 @pytest.fixture
-def retaining_relay(tmp_path: Path) -> Iterator[Relay]:
-    yield from make_relay(tmp_path, retention_max_live_messages=5)
+def retaining_relay(backend: Backend) -> Iterator[Relay]:
+    yield from make_relay(backend, retention_max_live_messages=5)
 
 
 def test_automatic_retention_keeps_at_most_the_configured_live_messages(

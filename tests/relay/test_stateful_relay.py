@@ -19,7 +19,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from relay.secrets import hash_secret, new_credential_secret, new_uuid7, timestamp
 from relay.storage.records import Access, IncomingMessage, ReadStateRequest, ReadUpdate
-from tests.relay.helpers import T0, issue_token, new_store, provision
+from tests.relay.backends import Backend, require_postgres
+from tests.relay.helpers import T0, issue_token, provision
 from wire.envelope import Envelope
 
 
@@ -29,10 +30,20 @@ def _incoming(wire_id: str, payload: bytes) -> IncomingMessage:
 
 
 class RelayMachine(RuleBasedStateMachine):
+    """The model check on SQLite; :class:`PostgresRelayMachine` runs it on PostgreSQL."""
+
+    backend_name = "sqlite"
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp())
-        self.store = new_store(self.dir)
+        if self.backend_name == "sqlite":
+            backend = Backend("sqlite", str(self.dir / "relay.db"))
+        else:
+            backend = Backend(
+                "postgres", require_postgres().clean_relay_database(), initialized=True
+            )
+        self.store = backend.new_store()
         team = provision(self.store, ("a", "b", "c"))
         self.members = sorted(m.member_id for m in team.members)
         secret = new_credential_secret()
@@ -123,5 +134,11 @@ class RelayMachine(RuleBasedStateMachine):
         )
 
 
+class PostgresRelayMachine(RelayMachine):
+    backend_name = "postgres"
+
+
 TestRelayMachine = RelayMachine.TestCase
 TestRelayMachine.settings = settings(max_examples=60, stateful_step_count=20, deadline=None)
+TestPostgresRelayMachine = PostgresRelayMachine.TestCase
+TestPostgresRelayMachine.settings = settings(max_examples=60, stateful_step_count=20, deadline=None)
