@@ -38,16 +38,19 @@ storage__syncengine_bin() {
 
 storage__syncengine_missing() {
     # $1: "control" to end with the status line.
-    local here="${BASH_SOURCE[0]%/*}" root="" install='python3 -m pip install syncengine'
+    # The project is not on the package index (a package named syncengine
+    # there is someone else's): only a source checkout's own set-up is a
+    # command worth suggesting; otherwise the reason says what to do.
+    local here="${BASH_SOURCE[0]%/*}" root="" commands=''
     case "$here" in
         */syncengine/drivers/storage) root="${here%/syncengine/drivers/storage}" ;;
         */drivers/storage) root="${here%/drivers/storage}" ;;
     esac
     if [ -n "$root" ] && [ -f "$root/scripts/setup.sh" ]; then
-        install="bash '$root/scripts/setup.sh'"
+        commands="\"$(printf '%s' "bash '$root/scripts/setup.sh'" | sed 's/\\/\\\\/g; s/"/\\"/g')\""
     fi
-    printf 'AGMSG-DIRECTIVE: {"type":"install_deps","driver":"syncengine","commands":["%s"],"reason":"the syncengine command was not found (install it, or set SYNCENGINE_BIN)"}\n' \
-        "$(printf '%s' "$install" | sed 's/\\/\\\\/g; s/"/\\"/g')"
+    printf 'AGMSG-DIRECTIVE: {"type":"install_deps","driver":"syncengine","commands":[%s],"reason":"the syncengine command was not found: run scripts/setup.sh in the syncengine source checkout, or set SYNCENGINE_BIN to its syncengine executable"}\n' \
+        "$commands"
     if [ "$1" = control ]; then
         printf '%s\n' 'missing_deps'
     fi

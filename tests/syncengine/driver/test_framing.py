@@ -150,3 +150,24 @@ def test_driver_help_and_unknown_ops_still_get_the_full_parser() -> None:
     assert run_plain_argv(["bogus"]) is None
     assert run_plain_argv([]) is None
     assert run_plain_argv(["--store"]) is None
+
+
+def test_a_driver_file_outside_a_checkout_suggests_no_package_index_install(
+    tmp_path: Path,
+) -> None:
+    """#18: the hint named ``pip install syncengine`` — someone else's package."""
+    from syncengine.cli.driver import driver_file
+
+    copy = tmp_path / "elsewhere" / "syncengine.sh"
+    copy.parent.mkdir()
+    copy.write_bytes(Path(driver_file()).read_bytes())
+    done = subprocess.run(
+        ["bash", "-c", f"source '{copy}'; storage_check"],
+        capture_output=True,
+        env={"PATH": "/usr/bin:/bin", "SYNCENGINE_BIN": "/nonexistent/syncengine"},
+        timeout=30,
+        check=False,
+    )
+    directive = json.loads(done.stdout.decode().splitlines()[0].removeprefix("AGMSG-DIRECTIVE: "))
+    assert directive["commands"] == []
+    assert "SYNCENGINE_BIN" in directive["reason"] and "pip install" not in done.stdout.decode()
