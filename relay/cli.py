@@ -159,7 +159,7 @@ def _fail(args: argparse.Namespace, message: str, remediation: str) -> None:
     else:
         print(f"error: {message}", file=sys.stderr)
         if remediation:
-            print(f"  fix: {remediation}", file=sys.stderr)
+            print(f"  remedy: {remediation}", file=sys.stderr)
 
 
 def _database(args: argparse.Namespace) -> str:
@@ -217,7 +217,14 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from relay.server import serve  # uvicorn only loads for this command
+    try:
+        from relay.server import serve  # uvicorn only loads for this command
+    except ImportError as exc:
+        raise OperatorError(
+            f"the relay server needs the 'relay' extra ({exc.name or 'starlette/uvicorn'} "
+            "is not installed)",
+            "install it from the syncengine checkout: pip install -e '.[relay]'",
+        ) from None
 
     raw = args.retention_max_live_messages
     retention = parse_retention(raw if raw is not None else os.environ.get(RETENTION_ENV))

@@ -35,7 +35,8 @@ def _postgres() -> type[PostgresRelayStore]:
     except ImportError:
         raise OperatorError(
             "PostgreSQL support is not installed",
-            "install the extra: pip install 'syncengine[postgres]'",
+            "install the 'postgres' extra from the syncengine checkout: "
+            "pip install -e '.[postgres]'",
         ) from None
     return PostgresRelayStore
 

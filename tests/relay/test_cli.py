@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -192,3 +193,17 @@ def test_init_takes_over_an_empty_file_left_by_an_interrupted_init(
     assert code == 0
     assert stat.S_IMODE(empty.stat().st_mode) == 0o600
     assert _instance_id(str(empty))[14] == "7"
+
+
+def test_serve_without_the_relay_extra_names_the_extra_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """#18: without starlette/uvicorn, ``relay serve`` died with a traceback."""
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    monkeypatch.delitem(sys.modules, "relay.server", raising=False)
+    db = tmp_path / "relay.db"
+    assert main(["relay", "init", "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["relay", "serve", "--db", str(db), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "'relay' extra" in err and "remedy: " in err and "Traceback" not in err
