@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import argparse
@@ -41,6 +41,24 @@ COMMANDS: dict[str, str] = {
     "history": "syncengine.cli.messages",
     "wait": "syncengine.cli.wait",
 }
+#: Exit codes of each command module, shown by every ``--help`` of its
+#: commands that has none of its own (issue #18: a test walks the whole tree).
+_STORE_CODES = (
+    "exit codes: 0 ok   2 usage   10 missing dependency   12 corrupt store   "
+    "13 runtime error (unknown team or agent, bad input)"
+)
+MODULE_EXIT_CODES: dict[str, str] = {
+    "syncengine.cli.envelope": "exit codes: 0 ok   1 the envelope is blocked (its outcome is "
+    "printed)   2 invalid input   3 cannot seal",
+    "syncengine.cli.driver": "exit codes (driver-interface): 0 ok   2 usage   10 missing_deps   "
+    "11 busy   12 corrupt_state   13 runtime_error / check failed   14 unsupported",
+    "syncengine.cli.team": _STORE_CODES,
+    "syncengine.cli.messages": _STORE_CODES,
+    "syncengine.cli.keys": "exit codes: 0 ok   2 refused (the reason is printed)",
+    "syncengine.cli.relay": "exit codes: 0 ok   2 operator error (the remedy is printed)   "
+    "3 database unavailable or busy",
+}
+
 #: The engine commands' exit codes (connect … resync), shown by ``--help``.
 EXIT_CODES_EPILOG = """\
 exit codes of connect, push, pull, sync, run, status, resync, resume, reprocess, security:
@@ -75,7 +93,28 @@ def build_parser(modules: Iterable[str] = COMMAND_MODULES) -> argparse.ArgumentP
     subparsers.required = True
     for name in modules:
         importlib.import_module(name).register(subparsers)
+    _add_exit_codes(subparsers)
     return parser
+
+
+def _add_exit_codes(subparsers: Any) -> None:
+    """Every command's help lists its exit codes: its own epilog, else its
+    module's table (the engine's for the engine commands), inherited by its
+    sub-commands."""
+    for name, command in subparsers.choices.items():
+        module = COMMANDS.get(name)
+        codes = EXIT_CODES_EPILOG if module == "syncengine.cli.engine" else None
+        codes = MODULE_EXIT_CODES.get(module or "", codes)
+        _inherit(command, codes)
+
+
+def _inherit(parser: Any, codes: str | None) -> None:
+    if not parser.epilog and codes:
+        parser.epilog = codes
+    for action in parser._actions:
+        if action.__class__.__name__ == "_SubParsersAction":
+            for child in action.choices.values():
+                _inherit(child, parser.epilog if "exit code" in (parser.epilog or "") else codes)
 
 
 def _modules_for(argv: Sequence[str]) -> tuple[str, ...]:

@@ -70,3 +70,22 @@ def test_a_file_operand_that_looks_like_an_option_is_refused(tmp_path: Path, op:
     assert result.returncode != 0
     assert b"looks like an option" in result.stderr
     assert not (tmp_path / "-x").exists()
+
+
+def _tree(parser: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], object]]:
+    found = [(path, parser)]
+    for action in parser._actions:  # type: ignore[attr-defined]
+        if action.__class__.__name__ == "_SubParsersAction":
+            for name, child in action.choices.items():
+                found += _tree(child, (*path, name))
+    return found
+
+
+def test_every_command_s_help_lists_its_exit_codes() -> None:
+    """#18: only three command groups listed their exit codes."""
+    from syncengine.cli import build_parser
+
+    commands = _tree(build_parser())
+    assert len(commands) > 40
+    missing = [" ".join(path) for path, p in commands if "exit code" not in p.format_help()]  # type: ignore[attr-defined]
+    assert missing == []
