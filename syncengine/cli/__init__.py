@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "reprocess": "syncengine.cli.engine",
     "read-state": "syncengine.cli.engine",
     "quarantine": "syncengine.cli.engine",
+    "doctor": "syncengine.cli.engine",
     "security": "syncengine.cli.engine",
     "send": "syncengine.cli.messages",
     "inbox": "syncengine.cli.messages",

@@ -242,6 +242,16 @@ def register(subparsers: Any) -> None:
     _common(resume)
     resume.set_defaults(handler=_resume)
 
+    doctor = subparsers.add_parser(
+        "doctor",
+        help="check store, binding, files, relay, clock and sync state",
+        description="Each check prints a verdict (ok, warn, fail) and, when not ok, the "
+        "remedy. Reads only: nothing is written, the relay sees two GETs.",
+        epilog="exit codes: 0 every check passed (warnings allowed)   1 a check failed",
+    )
+    _common(doctor)
+    doctor.set_defaults(handler=_doctor)
+
     quarantine = subparsers.add_parser(
         "quarantine", help="envelopes this machine pulled but could not import"
     )
@@ -748,6 +758,24 @@ def _status_text(obj: dict[str, Any]) -> str:
         )
         lines.append(f"  remedy        {blocked['remediation']}")
     return "\n".join(lines)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    def action() -> int:
+        from syncengine.engine.doctor import run_checks
+
+        checks = run_checks(args.store, args.team)
+        failed = [c for c in checks if c.verdict == "fail"]
+        lines = []
+        for c in checks:
+            lines.append(f"{c.verdict:<5} {c.name:<13} {c.detail}")
+            if c.remedy and c.verdict != "ok":
+                lines.append(f"{'':<19} remedy: {c.remedy}")
+        obj = {"ok": not failed, "checks": [c.to_obj() for c in checks]}
+        _emit(args, obj, "\n".join(lines))
+        return 1 if failed else 0
+
+    return _guarded(args, action)
 
 
 def _quarantine_list(args: argparse.Namespace) -> int:

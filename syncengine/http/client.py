@@ -287,6 +287,8 @@ class RelayClient:
         #: Called between body chunks; raises to abandon a slow answer (the
         #: run loop's stop signal), so SIGTERM is not held up by a dripping relay.
         self._interrupt = interrupt
+        #: The relay's ``Date`` header of the latest answer (``doctor``'s clock check).
+        self.last_date: str | None = None
         self._http = httpx.Client(
             base_url=self._endpoint,
             timeout=self._config.timeout,
@@ -629,6 +631,7 @@ class RelayClient:
 
     def _handle(self, call: _Call[T], response: httpx.Response, started: float) -> T:
         status = response.status_code
+        self.last_date = response.headers.get("Date")
         if 300 <= status < 400:
             raise e.RedirectRefused(
                 f"the relay answered a redirect ({_origin(response)}); not followed",
