@@ -1,10 +1,11 @@
-"""Counts and rate for long pulls and pushes, on a terminal only.
+"""Counts, total, rate and ETA for long pulls and pushes, on a terminal only.
 
 Atuin-style operator feedback: when stderr is a TTY, a long transfer shows
-``pull: 12,000 messages, 3,400/s`` on one rewritten line; when it is a
-pipe, a log file or a test, nothing is written (machine output stays clean).
-A line appears only after the transfer has run for a moment, so short
-cycles print nothing at all.
+``pull: 12,000 of 50,000 messages (24%), 3,400/s, ETA 11 s`` on one
+rewritten line (without a known total: ``pull: 12,000 messages, 3,400/s``);
+when it is a pipe, a log file or a test, nothing is written (machine output
+stays clean). A line appears only after the transfer has run for a moment,
+so short cycles print nothing at all. The final line adds the elapsed time.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ class Progress:
     ) -> None:
         self.label = label
         self.count = 0
+        #: The expected count when known (pending pushes; the relay's
+        #: ``current_seq`` minus the cursor for a pull) — an estimate.
+        self.total: int | None = None
         self._stream = stream
         self._clock = clock
         self._started = clock()
@@ -46,17 +50,42 @@ class Progress:
         if self._shown_at is not None and now - self._shown_at < _REFRESH:
             return
         self._shown_at = now
-        self._stream.write(f"\r{self.line()}")
+        self._stream.write(f"\r{self.line()}\x1b[K")
         self._stream.flush()
 
-    def line(self) -> str:
-        elapsed = max(self._clock() - self._started, 1e-9)
-        return f"{self.label}: {self.count:,} messages, {self.count / elapsed:,.0f}/s"
+    @property
+    def elapsed(self) -> float:
+        return max(self._clock() - self._started, 1e-9)
+
+    def line(self, *, final: bool = False) -> str:
+        elapsed = self.elapsed
+        rate = self.count / elapsed
+        if self.total is None or self.total < self.count:
+            text = f"{self.label}: {self.count:,} messages, {rate:,.0f}/s"
+        else:
+            share = 100 * self.count // self.total if self.total else 100
+            text = (
+                f"{self.label}: {self.count:,} of {self.total:,} messages ({share}%), {rate:,.0f}/s"
+            )
+            if not final and rate > 0 and self.count < self.total:
+                text += f", ETA {_duration((self.total - self.count) / rate)}"
+        if final:
+            text += f", {_duration(elapsed)} in all"
+        return text
 
     def done(self) -> None:
         if self._stream is not None and self._shown_at is not None:
-            self._stream.write(f"\r{self.line()}\n")
+            self._stream.write(f"\r{self.line(final=True)}\x1b[K\n")
             self._stream.flush()
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest:02d} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def progress_for(stream: TextIO | None) -> Callable[[str], Progress]:
