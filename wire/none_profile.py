@@ -17,7 +17,7 @@ from wire.message import Message
 from wire.outcome import Blocked, BlockState, Importable, OpenOutcome
 
 if TYPE_CHECKING:
-    from wire.profiles import OpenContext, SealParams
+    from wire.profile_contract import OpenContext, SealParams
 
 __all__ = ["CIPHER", "PROFILE", "NoneProfile"]
 

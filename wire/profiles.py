@@ -18,15 +18,14 @@ is imported on first use so the plaintext path does not pay for it.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Protocol
 
+from wire import none_profile as _none_profile
 from wire.envelope import Envelope
 from wire.errors import ProfileError
-from wire.limits import ENVELOPE_VERSION, MAX_BLOB_BYTES, PROTOCOL_VERSION
+from wire.limits import ENVELOPE_VERSION
 from wire.message import Message
 from wire.outcome import Blocked, BlockState, OpenOutcome
+from wire.profile_contract import Binding, CipherProfile, OpenContext, SealParams
 
 __all__ = [
     "Binding",
@@ -39,58 +38,6 @@ __all__ = [
     "seal",
     "supported_ciphers",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Binding:
-    """The independently trusted context an authenticated profile binds to.
-
-    It comes from local state (the store's binding and the wire ID it
-    reserved or pulled), never from the ciphertext being checked.
-    """
-
-    team_id: str
-    wire_id: str
-    protocol_version: int = PROTOCOL_VERSION
-
-
-@dataclass(frozen=True, slots=True)
-class SealParams:
-    """Everything a profile may need to seal one message."""
-
-    binding: Binding | None = None
-    key_id: str | None = None
-    #: Recipient strings of the epoch manifest (age-v1: ``age1…``).
-    recipients: tuple[str, ...] = ()
-    max_blob_bytes: int = MAX_BLOB_BYTES
-
-
-@dataclass(frozen=True, slots=True)
-class OpenContext:
-    """What the reader trusts when opening one envelope.
-
-    ``allowed_ciphers`` is the effective read policy at the envelope's
-    sequence (server policy history ∩ local security history); ``None``
-    means the caller evaluated policy elsewhere. ``trusted_key_id`` is the
-    sequence-effective epoch; ``None`` means the envelope's own key_id.
-    ``identities`` maps an epoch key_id to the profile's identity object.
-    """
-
-    binding: Binding | None = None
-    allowed_ciphers: frozenset[str] | None = None
-    trusted_key_id: str | None = None
-    identities: Mapping[str, object] = field(default_factory=dict)
-    max_blob_bytes: int = MAX_BLOB_BYTES
-
-
-class CipherProfile(Protocol):
-    """A cipher profile: a pure seal and a total open (never raises on input)."""
-
-    name: str
-
-    def seal(self, message: Message, params: SealParams) -> Envelope: ...
-
-    def open(self, envelope: Envelope, ctx: OpenContext) -> OpenOutcome: ...
 
 
 _REGISTRY: dict[str, CipherProfile] = {}
@@ -143,6 +90,4 @@ def open_envelope(envelope: Envelope, ctx: OpenContext | None = None) -> OpenOut
 
 
 # The plaintext profile is always present.
-from wire import none_profile as _none_profile  # noqa: E402
-
 register_profile(_none_profile.PROFILE)

@@ -31,6 +31,9 @@ import sys
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
+from syncengine.cli.missing_deps import DIRECTIVE_PREFIX as DIRECTIVE_PREFIX
+from syncengine.cli.missing_deps import missing_deps
+
 if TYPE_CHECKING:
     import argparse
 
@@ -72,8 +75,6 @@ OPS = sorted(CONTROL_OPS | RECORD_OPS | SYNC_OPS | {"describe", "store_exists", 
 
 #: The bash driver file, shipped inside the package (``syncengine driver path``).
 DRIVER_FILE = ("drivers", "storage", "syncengine.sh")
-
-DIRECTIVE_PREFIX = "AGMSG-DIRECTIVE: "
 
 
 class UsageError(Exception):
@@ -346,30 +347,8 @@ def _path(args: list[str], out: IO[bytes], err: IO[bytes]) -> int:
     return 0
 
 
-def _install_command() -> str:
-    """This installation's own repair: APSW comes with syncengine, so it is
-    installed into the interpreter that runs syncengine (never a bare
-    ``python3``, which may be another one)."""
-    import shlex
-
-    return f"{shlex.quote(sys.executable)} -m pip install 'apsw>=3.45'"
-
-
 def _missing_deps(op: str, out: IO[bytes], err: IO[bytes], reason: str) -> int:
-    import json
-
-    directive = {
-        "type": "install_deps",
-        "driver": "syncengine",
-        "commands": [_install_command()],
-        "reason": reason,
-    }
-    err.write(f"syncengine driver {op}: {reason}\n".encode())
-    lines = [DIRECTIVE_PREFIX + json.dumps(directive, separators=(",", ":"))]
-    if op in CONTROL_OPS:
-        lines.append("missing_deps")
-    _write(out, lines)
-    return 10
+    return missing_deps(op, out, err, reason, status_line=op in CONTROL_OPS)
 
 
 def run_op(

@@ -271,14 +271,19 @@ def run_sync_op(
     stderr: IO[bytes],
 ) -> int:
     """Run one sync verb; returns the adapter exit code."""
-    from syncengine.cli.driver import _missing_deps
+    from syncengine.cli.missing_deps import missing_deps
 
     if op != "capabilities":
         try:
             import apsw  # noqa: F401
         except ImportError:
-            return _missing_deps(
-                op, stdout, stderr, "the APSW SQLite binding (python package apsw) is missing"
+            # A sync verb is never a control op: no status line (§1.4).
+            return missing_deps(
+                op,
+                stdout,
+                stderr,
+                "the APSW SQLite binding (python package apsw) is missing",
+                status_line=False,
             )
     from syncengine.ops.errors import adapter_exit_code
     from syncengine.store import Status, Store, StoreError

@@ -36,7 +36,6 @@ from syncengine.engine.evaluation import start_evaluation
 from syncengine.engine.progress import Progress
 from syncengine.engine.security import SecurityHistory, WritePlan, plan_write
 from syncengine.engine.state import ConnectionRecord
-from syncengine.http.client import RelayClient
 from syncengine.http.errors import RequestTooLarge
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import (
@@ -69,6 +68,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
     from syncengine.engine.workers import Workers
+    from syncengine.http.client import RelayClient
     from syncengine.ops.prepare_push import BlockedSeal, LocalMessage, PrepareResult, Sealed
 
 _log = logging.getLogger("syncengine.engine")

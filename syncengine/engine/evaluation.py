@@ -16,7 +16,7 @@ in other processes; :func:`start_evaluation` decides where it runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from syncengine.engine.security import SecurityHistory, read_policy
 from syncengine.engine.state import ConnectionRecord
@@ -28,15 +28,24 @@ from wire.message import Message
 from wire.outcome import Blocked, Importable
 from wire.profiles import Binding, OpenContext, open_envelope
 
-if TYPE_CHECKING:
-    from syncengine.engine.workers import Workers
-
-__all__ = ["Pulled", "Verdict", "judge", "start_evaluation"]
+__all__ = ["JudgingPool", "Pulled", "Verdict", "judge", "start_evaluation"]
 
 #: (status, reason, projection): what opening one envelope amounts to.
 Verdict = tuple[str, str | None, Message | None]
 #: (server_seq, wire ID, server_received_at, envelope) of one pulled envelope.
 Pulled = tuple[int, str, str, Envelope]
+
+
+class JudgingPool(Protocol):
+    """What :func:`start_evaluation` asks of a pool that opens envelopes
+    elsewhere — :class:`syncengine.engine.workers.Workers` is one. It is
+    declared here so that this module never imports
+    :mod:`~syncengine.engine.workers`, which imports this one to run
+    :func:`judge`."""
+
+    def judge(
+        self, items: Sequence[tuple[Envelope, str, frozenset[str]]]
+    ) -> Callable[[], list[Verdict] | None]: ...
 
 
 def judge(
@@ -83,7 +92,7 @@ def start_evaluation(
     history: SecurityHistory,
     connection: ConnectionRecord,
     identity: Callable[[], object | None],
-    workers: Callable[[int], Workers | None],
+    workers: Callable[[int], JudgingPool | None],
 ) -> Callable[[], list[SyncPullMessage]]:
     """Start evaluating a page; the result, called, gives the page's
     ``sync_pull_message`` records in order.

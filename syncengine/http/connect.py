@@ -24,14 +24,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import httpx
+from typing import TYPE_CHECKING
 
 from syncengine.http import errors as e
-from syncengine.http.client import ClientConfig, RelayBinding, RelayClient
 from syncengine.http.credentials import Credential, Secret
 from wire.errors import WireError
 from wire.http_v1.capabilities import Capabilities
+
+if TYPE_CHECKING:
+    import httpx
+
+    from syncengine.http.client import ClientConfig, RelayBinding
 
 __all__ = ["ConnectResult", "connect"]
 
@@ -51,6 +54,8 @@ class ConnectResult:
 
     @property
     def binding(self) -> RelayBinding:
+        from syncengine.http.client import RelayBinding
+
         return RelayBinding(self.server_instance_id, self.team_id)
 
 
@@ -64,6 +69,8 @@ def connect(
     clock: Callable[[], float] = time.monotonic,
 ) -> ConnectResult:
     """Run health → exchange → verification; return what to persist, or raise."""
+    from syncengine.http.client import RelayClient
+
     with RelayClient(
         endpoint, config=config, transport=transport, sleep=sleep, clock=clock
     ) as client:

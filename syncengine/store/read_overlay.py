@@ -33,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from syncengine.ids import new_uuid7s
+from syncengine.store.frontier import advance_frontier
 from syncengine.store.messages import log_tip
 
 __all__ = [
@@ -123,8 +124,6 @@ def _mark(conn: Any, team_pk: int, pairs: Iterable[tuple[int, int]], now: str) -
 
 
 def compact_readers(conn: Any, readers: Iterable[int]) -> None:
-    from syncengine.store.read_state import advance_frontier
-
     for reader in sorted(set(readers)):
         advance_frontier(conn, reader, None)
 

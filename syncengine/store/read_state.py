@@ -29,6 +29,7 @@ from typing import Any
 
 from syncengine.ids import new_uuid7s
 from syncengine.store import read_overlay
+from syncengine.store.frontier import advance_frontier, frontier
 from syncengine.store.messages import log_tip
 from syncengine.store.names import (
     check_cursor_token,
@@ -46,13 +47,6 @@ __all__ = [
     "read_cursor_get",
     "record_exact_reads",
 ]
-
-
-def frontier(conn: Any, member: int) -> int:
-    row = conn.execute(
-        "SELECT local_position FROM read_frontiers WHERE member_pk = ?", (member,)
-    ).fetchone()
-    return 0 if row is None else int(row[0])
 
 
 def record_exact_reads(
@@ -104,52 +98,6 @@ def record_exact_reads(
     # "Wire-ID promotion and atomicity").
     read_overlay.on_local_reads(conn, tkey, reader, fresh)
     return fresh
-
-
-def _first_hole(conn: Any, reader: int, after: int, bound: int | None) -> int | None:
-    """The lowest seq above ``after`` (and at most ``bound``) addressed to
-    ``reader`` with no exact read: the hole the frontier must stop before."""
-    row = conn.execute(
-        """
-        SELECT m.seq FROM messages AS m
-        WHERE m.recipient_pk = :reader AND m.seq > :after AND m.seq <= :bound
-          AND NOT EXISTS (SELECT 1 FROM message_reads AS x
-                          WHERE x.reader_pk = :reader AND x.msg_seq = m.seq)
-        ORDER BY m.seq LIMIT 1
-        """,
-        {"reader": reader, "after": after, "bound": 2**63 - 1 if bound is None else bound},
-    ).fetchone()
-    return None if row is None else int(row[0])
-
-
-def advance_frontier(conn: Any, reader: int, bound: int | None) -> int:
-    """Max-merge the frontier through the contiguous covered prefix.
-
-    With a ``bound`` (a delivery cursor the caller scanned up to) the prefix
-    may run to the bound itself, crossing off-subscription traffic. Without
-    one (plain mark-read) it stops at the last covered message addressed to
-    the reader, never claiming log space nobody scanned.
-    """
-    current = frontier(conn, reader)
-    hole = _first_hole(conn, reader, current, bound)
-    if bound is not None:
-        target = bound if hole is None else hole - 1
-    else:
-        limit = 2**63 - 1 if hole is None else hole - 1
-        row = conn.execute(
-            "SELECT max(seq) FROM messages WHERE recipient_pk = ? AND seq > ? AND seq <= ?",
-            (reader, current, limit),
-        ).fetchone()
-        target = current if row[0] is None else int(row[0])
-    if target > current:
-        conn.execute(
-            "INSERT INTO read_frontiers (member_pk, local_position) VALUES (?, ?)"
-            " ON CONFLICT (member_pk) DO UPDATE SET local_position ="
-            " max(local_position, excluded.local_position)",
-            (reader, target),
-        )
-        return target
-    return current
 
 
 def mark_read(conn: Any, team: str, agent: str, message_ids: list[str], now: str) -> None:

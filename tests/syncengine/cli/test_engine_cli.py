@@ -97,6 +97,78 @@ def test_invoking_status_imports_only_its_own_command_module(tmp_path: Path) -> 
     assert lines[-1] == "False False"
 
 
+#: The HTTP stack under the relay client. A command that never talks to the
+#: relay loads none of it (issue #18, item 8: ``status`` once did).
+HTTP_STACK = ("httpx", "httpcore", "h11", "tenacity")
+
+
+def _connected_store(tmp_path: Path) -> Path:
+    """A store with team ``crew`` (alice, bob) paired to an in-process fake
+    relay, and one message from alice to bob; no network, no relay process."""
+    from syncengine.engine.connect import connect_store
+    from syncengine.http.credentials import Secret
+    from syncengine.store import Store
+    from tests.syncengine.engine.fakerelay import TOKEN, FakeRelay
+
+    store = tmp_path / "store.db"
+    connect_store(
+        store,
+        endpoint="http://127.0.0.1:9",
+        token=Secret(TOKEN),
+        team="crew",
+        mode="plaintext-allowed",
+        transport=FakeRelay().transport(),
+    )
+    with Store(store) as s:
+        s.send("crew", "alice", "bob", "hello bob")
+    return store
+
+
+def _run_and_list_http_stack(argv: list[str]) -> tuple[int, str, list[str]]:
+    """Run ``main(argv)`` in a fresh interpreter; its exit code, its output,
+    and which HTTP-stack packages it left imported. A package is in
+    ``sys.modules`` once any module of it is imported, so the top-level names
+    are enough (``httpx._main`` is syncengine's stand-in for httpx's CLI,
+    registered at start-up, and is not httpx)."""
+    code = (
+        "import json, sys\n"
+        "from syncengine.cli import main\n"
+        f"code = main({argv!r})\n"
+        f"print(json.dumps(sorted(name for name in {HTTP_STACK!r} if name in sys.modules)))\n"
+        "sys.exit(code)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    *output, loaded = result.stdout.splitlines()
+    assert loaded.startswith("["), result.stdout + result.stderr
+    return result.returncode, "\n".join(output), json.loads(loaded)
+
+
+def test_status_of_a_connected_store_imports_nothing_of_the_http_stack(tmp_path: Path) -> None:
+    store = _connected_store(tmp_path)
+    code, output, loaded = _run_and_list_http_stack(["status", "--store", str(store)])
+    assert code == 0 and "crew -> fake-team" in output  # it really answered
+    assert loaded == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "shows"),
+    [
+        (["send", "crew", "alice", "bob", "hi again"], ""),
+        (["inbox", "crew", "bob"], "hello bob"),
+        (["history", "crew"], "hello bob"),
+    ],
+)
+def test_the_local_message_commands_import_nothing_of_the_http_stack(
+    tmp_path: Path, argv: list[str], shows: str
+) -> None:
+    store = _connected_store(tmp_path)
+    code, output, loaded = _run_and_list_http_stack([*argv, "--store", str(store)])
+    assert code == 0 and output and shows in output
+    assert loaded == []
+
+
 def test_run_rejects_an_interval_below_the_minimum(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
