@@ -81,6 +81,10 @@ ENGINE_CRASH_POINTS: tuple[str, ...] = (
     "engine.reconnect.credential_written",
     "engine.reconnect.before_commit",
     "engine.reconnect.after_commit",
+    # a restored store caught up with the relay: adoption ends
+    # (syncengine/ops/adopt.py; crash-tested in tests/e2e/test_backup_restore.py).
+    "engine.adopted.before_commit",
+    "engine.adopted.after_commit",
     # the outcome of push/pull/sync/reprocess recorded in engine_status.
     "engine.record.before_commit",
     "engine.record.after_commit",

@@ -36,6 +36,8 @@ COMMANDS: dict[str, str] = {
     "read-state": "syncengine.cli.engine",
     "quarantine": "syncengine.cli.engine",
     "doctor": "syncengine.cli.engine",
+    "backup": "syncengine.cli.backup",
+    "restore": "syncengine.cli.backup",
     "security": "syncengine.cli.engine",
     "send": "syncengine.cli.messages",
     "inbox": "syncengine.cli.messages",

@@ -27,8 +27,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-import httpx
-
 from syncengine.engine import state as st
 from syncengine.engine.cycle import (
     CycleContext,
@@ -58,7 +56,6 @@ from syncengine.engine.progress import progress_for
 from syncengine.engine.quarantine import blocked_remedy
 from syncengine.engine.resync import ResyncReport, accept_retention_gap, resync_command
 from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
-from syncengine.http.client import ClientConfig, RelayBinding, RelayClient
 from syncengine.http.credentials import load_credential
 from syncengine.http.errors import EngineState, ResyncRequired
 from syncengine.ops.quarantine import BLOCKING_STATUSES, BlockedEnvelope, list_blocked
@@ -67,8 +64,12 @@ from syncengine.store import Store
 from syncengine.store.connection import read_transaction, write_transaction
 
 if TYPE_CHECKING:
+    import httpx
+
     from syncengine.engine.read_sync import ReadStateReport
+    from syncengine.engine.watched_client import WatchedClient
     from syncengine.engine.workers import Workers
+    from syncengine.http.client import ClientConfig, RelayClient
 from wire.scalars import format_timestamp
 
 __all__ = ["Engine", "EngineStatus", "SyncReport"]
@@ -282,7 +283,7 @@ class Engine:
         self._interrupt = interrupt
         self._clock = clock
         self._progress = progress_for(progress_stream)
-        self._client: _WatchedClient | None = None
+        self._client: WatchedClient | None = None
         #: The newest (floor, current_seq) seen; loaded on the first snapshot.
         self._seen: tuple[int, int] | None = None
         self._identity_loaded = False
@@ -317,13 +318,18 @@ class Engine:
     @property
     def client(self) -> RelayClient:
         if self._client is None:
+            # The HTTP stack is imported only when the relay is needed
+            # (``status`` and the local commands never load it).
+            from syncengine.engine.watched_client import WatchedClient
+            from syncengine.http.client import RelayBinding
+
             c = self.connection
             credential = load_credential(
                 Path(c.credential_path),
                 server_instance_id=c.server_instance_id,
                 team_id=c.remote_team_id,
             )
-            self._client = _WatchedClient(
+            self._client = WatchedClient(
                 c.endpoint,
                 binding=RelayBinding(c.server_instance_id, c.remote_team_id),
                 credential=credential,
@@ -481,21 +487,39 @@ class Engine:
     def push(self, limit: int = STEADY_PUSH_LIMIT) -> PushReport:
         """Preflight, prepare at most ``limit`` candidates, POST, reconcile."""
         with self._recorded(pulled=False):
-            return push_once(self._context(), limit)
+            ctx = self._context()
+            self._adopt_first(ctx)
+            return push_once(ctx, limit)
 
     def push_all(self, limit: int = CATCH_UP_PUSH_LIMIT) -> PushReport:
         """Drain the whole backlog in pushes of at most ``limit``, each round
         prepared while the previous one is on the wire (``push --all``)."""
         with self._recorded(pulled=False):
-            return drain_push(self._context(), limit)
+            ctx = self._context()
+            self._adopt_first(ctx)
+            return drain_push(ctx, limit)
 
     def pull(self, page_limit: int = PULL_PAGE_LIMIT) -> PullReport:
         """Pull and apply every page until the relay has nothing more, then
         take the relay's roster."""
         with self._recorded(pulled=True):
             report = pull_all(self._context(), page_limit)
+            self._finish_adoption()
             report.read_state = self._after_pull()
             return report
+
+    def _adopt_first(self, ctx: Any) -> None:
+        """A restored store pulls to the relay's head before it pushes: its own
+        messages published after the backup are adopted from the relay, not
+        sealed again (syncengine/ops/adopt.py)."""
+        if self.store.sync_adopting(self.connection.key):
+            pull_all(ctx, PULL_PAGE_LIMIT)
+            self._finish_adoption()
+
+    def _finish_adoption(self) -> None:
+        if self.store.sync_adopting(self.connection.key):
+            self.store.sync_finish_adoption(self.connection.key)
+            _log.info("restore: caught up with the relay; local messages not on it will be sent")
 
     def _after_pull(self) -> ReadStateReport:
         """The relay's roster adopted, then the read-state phase on the same
@@ -555,6 +579,7 @@ class Engine:
         one-shot ``sync`` command; ``run`` takes one bounded step per cycle)."""
         with self._recorded(pulled=True):
             ctx = self._context()
+            self._adopt_first(ctx)
             push_error: Exception | None = None
             try:
                 pushed = drain_push(ctx, push_limit) if drain else push_once(ctx, push_limit)
@@ -677,29 +702,6 @@ class Engine:
         if self._workers is not None:  # they read the identity of the old record
             self._workers.close()
             self._workers = None
-
-
-class _WatchedClient(RelayClient):
-    """The relay client whose every snapshot of the stream — a capability
-    document or a read-state page, both carrying the floor and
-    ``current_seq`` — the engine checks before anything acts on it."""
-
-    watch: Callable[[Any], None] | None = None
-
-    def capabilities(self) -> Any:
-        caps = super().capabilities()
-        if self.watch is not None:
-            self.watch(caps)
-        return caps
-
-    def read_state_sync(self, request: Any) -> Any:
-        # A read-state page is a snapshot too: one claiming a longer stream
-        # than the relay serves, or an older one, must halt like a capability
-        # snapshot would — not be merged, nor blamed on the local store (#14).
-        page = super().read_state_sync(request)
-        if self.watch is not None:
-            self.watch(page)
-        return page
 
 
 def _replace_identity(c: st.ConnectionRecord, path: str) -> st.ConnectionRecord:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from syncengine.ids import new_uuid7s
+from syncengine.ops.adopt import adopt_own_messages, adopting
 from syncengine.ops.bindings import (
     BindingKey,
     SyncBinding,
@@ -452,6 +453,12 @@ def apply_pull(
         binding = open_binding(conn, key, now)
         check_page(messages, cursor, binding.transport_cursor)
         pulled, pushed, owners = _load_facts(conn, binding.pk, messages)
+        if adopting(conn, binding.pk):
+            held = {*pulled, *pushed, *owners.values()}
+            if adopt_own_messages(
+                conn, binding.pk, binding.team_pk, binding.push_cursor, messages, held
+            ):
+                pulled, pushed, owners = _load_facts(conn, binding.pk, messages)
         replays = find_replays(conn, binding.pk, messages)
         plan = plan_apply(messages, pulled, pushed, owners, replays)
         if plan.conflicts:

@@ -72,8 +72,9 @@ def translate_sqlite_errors(path: Path) -> Iterator[None]:
         ) from exc
     except (apsw.CorruptError, apsw.NotADBError) as exc:
         raise CorruptStore(
-            f"store {path} is damaged ({type(exc).__name__}); restore it from an export "
-            "or move it aside and run 'init'"
+            f"store {path} is damaged ({type(exc).__name__}); restore a backup "
+            "('syncengine restore --input FILE': the relay's copies are adopted, nothing "
+            "is sent twice) or move it aside and reconnect"
         ) from exc
 
 

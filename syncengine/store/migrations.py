@@ -450,6 +450,16 @@ def _v9_envelope_heads(conn: Any) -> None:
     )
 
 
+def _v10_restore_adoption(conn: Any) -> None:
+    """``sync_bindings.adopt_own``: the binding may hold local messages the
+    relay already has from before a restore (syncengine/ops/adopt.py); set in
+    every backup file, cleared once a pull reached the relay's head."""
+    conn.execute(
+        "ALTER TABLE sync_bindings ADD COLUMN adopt_own INTEGER NOT NULL DEFAULT 0"
+        " CHECK (adopt_own IN (0, 1))"
+    )
+
+
 #: Migration ``i`` takes the schema from version ``i`` to ``i + 1``.
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v1_registry,
@@ -461,6 +471,7 @@ MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v7_remote_read_overlay,
     _v8_seen_relay_state,
     _v9_envelope_heads,
+    _v10_restore_adoption,
 )
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -405,6 +405,31 @@ class Store:
 
         return apply_pull(self.conn, self.path, key, list(messages), cursor, _now())
 
+    def sync_finish_adoption(self, key: BindingKey) -> bool:
+        """A pull reached the relay's head: the binding stops adopting local
+        messages as its own echoes (syncengine/ops/adopt.py); one transaction."""
+        from syncengine.ops.adopt import finish_adoption
+        from syncengine.ops.bindings import load_binding, sync_transaction
+
+        with sync_transaction(self.conn, self.path, "engine.adopted") as conn:
+            binding = load_binding(conn, key)
+            return binding is not None and finish_adoption(conn, binding.pk)
+
+    def sync_adopting(self, key: BindingKey) -> bool:
+        from syncengine.ops.adopt import adopting
+        from syncengine.ops.bindings import load_binding
+
+        with read_transaction(self.conn, self.path) as conn:
+            binding = load_binding(conn, key)
+            return binding is not None and adopting(conn, binding.pk)
+
+    def backup(self, output: str | os.PathLike[str]) -> Path:
+        """A consistent online snapshot into a new private file (store/backup.py)."""
+        from syncengine.store.backup import backup_store
+
+        with translate_sqlite_errors(self.path):
+            return backup_store(self.conn, Path(output))
+
     def sync_reprocess(
         self, key: BindingKey, limit: int, page_after: str | None = None
     ) -> ReprocessResult:

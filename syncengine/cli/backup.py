@@ -1,0 +1,104 @@
+"""``syncengine backup`` / ``syncengine restore`` (issue #15, item 5;
+syncengine/store/backup.py holds the mechanism and its guarantees)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+_EPILOG = (
+    "exit codes: 0 ok   2 usage   8 an engine holds a binding of this store (restore)   "
+    "10 missing dependency   12 corrupt store or backup   13 runtime error (bad path)"
+)
+
+
+def register(subparsers: Any) -> None:
+    backup = subparsers.add_parser(
+        "backup",
+        help="write a consistent online snapshot of the store to a new file",
+        description="Copies the live store with SQLite's backup API while it stays in use. "
+        "The copy remembers it is a backup: once restored, its first sync pulls to the "
+        "relay's head and adopts this machine's own messages published after the backup "
+        "instead of sending them again.",
+        epilog=_EPILOG,
+    )
+    backup.add_argument("--output", required=True, metavar="FILE", help="a new file (0600)")
+    backup.add_argument("--store", metavar="PATH", help="store file (default: SYNCENGINE_STORE)")
+    backup.add_argument("--json", action="store_true", help="machine-readable output")
+    backup.set_defaults(handler=_backup)
+
+    restore = subparsers.add_parser(
+        "restore",
+        help="put a backup in place of the store (the current one is kept aside)",
+        description="Stop every process using the store first. The current store is kept "
+        "as <store>.before-restore-<time>; the backup is checked, copied in and renamed "
+        "over the store. The next sync pulls first and sends only what the relay lacks.",
+        epilog=_EPILOG,
+    )
+    restore.add_argument("--input", required=True, metavar="FILE", help="a backup file")
+    restore.add_argument("--store", metavar="PATH", help="store file (default: SYNCENGINE_STORE)")
+    restore.add_argument("--json", action="store_true", help="machine-readable output")
+    restore.set_defaults(handler=_restore)
+
+
+def _fail(command: str, exc: BaseException) -> int:
+    from syncengine.engine.errors import classify
+
+    failure = classify(exc)
+    sys.stderr.write(f"syncengine {command}: {failure.message}\n  remedy: {failure.remediation}\n")
+    return failure.exit_code
+
+
+def _backup(args: argparse.Namespace) -> int:
+    import json
+
+    from syncengine.store import Store
+
+    try:
+        with Store(args.store) as store:
+            written = store.backup(args.output)
+    except Exception as exc:
+        return _fail("backup", exc)
+    obj = {"ok": True, "backup": str(written)}
+    print(json.dumps(obj) if args.json else f"backed up to {written}")
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    import json
+
+    from syncengine.engine.lock import EngineLock, lock_path_for
+    from syncengine.store import Store
+    from syncengine.store.backup import restore_store
+
+    def check(path: Path) -> None:
+        with Store(path) as candidate:
+            candidate.check()
+
+    try:
+        with Store(args.store) as current:
+            target = current.path.absolute()
+            bindings = (
+                current.conn.execute(
+                    "SELECT server_instance_id, remote_team_id FROM sync_bindings"
+                ).fetchall()
+                if target.exists()
+                else []
+            )
+        with ExitStack() as held:  # no engine may run on any binding meanwhile
+            for server, team in bindings:
+                held.enter_context(EngineLock(lock_path_for(target, server, team)))
+            kept = restore_store(Path(args.input), target, check)
+    except Exception as exc:
+        return _fail("restore", exc)
+    obj = {"ok": True, "store": str(target), "kept": None if kept is None else str(kept)}
+    text = f"restored {target} from {args.input}"
+    if kept is not None:
+        text += f"; the replaced store is kept as {kept}"
+    print(json.dumps(obj) if args.json else text)
+    return 0
