@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +52,10 @@ def _deadline_option(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="give up after this long in all (default: 900); what was committed stays committed",
     )
+
+
+def _took(seconds: float) -> str:
+    return f" (in {seconds:.1f} s)"
 
 
 def _stamp() -> str:
@@ -502,11 +507,17 @@ def _push(args: argparse.Namespace) -> int:
         # once needed hundreds of runs for a 20,000-message backlog): each
         # prepares, sends and reconciles at most --limit messages, so memory
         # stays one push wide and every acknowledgement is durable as it comes.
+        started = time.monotonic()
         if args.once and not args.all:
             report = engine.push(args.limit or STEADY_PUSH_LIMIT)
         else:
             report = engine.push_all(args.limit or CATCH_UP_PUSH_LIMIT)
-        _emit(args, {"ok": True, "push": _push_obj(report)}, _push_text(report))
+        elapsed = time.monotonic() - started
+        _emit(
+            args,
+            {"ok": True, "push": _push_obj(report), "elapsed_s": round(elapsed, 3)},
+            _push_text(report) + _took(elapsed),
+        )
         return 0
 
     return _locked(args, work)
@@ -516,8 +527,14 @@ def _pull(args: argparse.Namespace) -> int:
     from syncengine.engine.limits import PULL_PAGE_LIMIT
 
     def work(engine: Any) -> int:
+        started = time.monotonic()
         report = engine.pull(args.limit or PULL_PAGE_LIMIT)
-        _emit(args, {"ok": True, "pull": _pull_obj(report)}, _pull_text(report))
+        elapsed = time.monotonic() - started
+        _emit(
+            args,
+            {"ok": True, "pull": _pull_obj(report), "elapsed_s": round(elapsed, 3)},
+            _pull_text(report) + _took(elapsed),
+        )
         return 0
 
     return _locked(args, work)
@@ -527,14 +544,21 @@ def _sync(args: argparse.Namespace) -> int:
     from syncengine.engine.limits import CATCH_UP_PUSH_LIMIT, STEADY_PUSH_LIMIT
 
     def work(engine: Any) -> int:
+        started = time.monotonic()
         if args.once:
             report = engine.sync(args.limit or STEADY_PUSH_LIMIT)
         else:
             report = engine.sync(args.limit or CATCH_UP_PUSH_LIMIT, drain=True)
+        elapsed = time.monotonic() - started
         _emit(
             args,
-            {"ok": True, "push": _push_obj(report.push), "pull": _pull_obj(report.pull)},
-            _push_text(report.push) + "\n" + _pull_text(report.pull),
+            {
+                "ok": True,
+                "push": _push_obj(report.push),
+                "pull": _pull_obj(report.pull),
+                "elapsed_s": round(elapsed, 3),
+            },
+            _push_text(report.push) + "\n" + _pull_text(report.pull) + _took(elapsed),
         )
         return 0
 

@@ -280,6 +280,18 @@ def _reconcile(
     _log.info("push.reconciled %d acks, push cursor %d", len(acks), result.push_cursor)
 
 
+def _pending(ctx: CycleContext) -> int | None:
+    """Messages a drain will send (for the progress line): one count query."""
+    from syncengine.engine.state import pending_push_count
+    from syncengine.store.connection import read_transaction
+
+    binding = ctx.store.sync_binding(ctx.key)
+    if binding is None:
+        return None
+    with read_transaction(ctx.store.conn, ctx.store.path) as conn:
+        return pending_push_count(conn, binding)
+
+
 def _plan(ctx: CycleContext, caps: Capabilities | None = None) -> tuple[WritePlan, SyncPrepare]:
     """Capabilities preflight (fetched here unless given) → effective write
     set → the prepare request."""
@@ -353,6 +365,7 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
     total = _SendTally()
     candidates_seen = blocked_seen = 0
     progress = ctx.progress("push")
+    progress.total = _pending(ctx)
     with ThreadPoolExecutor(1, thread_name_prefix="syncengine-post") as pool:
         plan, request = _plan(ctx)
         prepared = ctx.store.sync_prepare_push(ctx.key, request, limit, seal_all=ctx.seal_all)
@@ -445,6 +458,8 @@ def pull_all(ctx: CycleContext, page_limit: int) -> PullReport:
 
     with ThreadPoolExecutor(1, thread_name_prefix="syncengine-get") as pool:
         caps = client.capabilities()
+        # An estimate for the progress line: retention or gaps make it high.
+        progress.total = max(0, caps.current_seq - max(cursor, caps.binding.min_available_seq))
         ahead = pool.submit(client.fetch_messages, cursor, page_limit)
         pending: tuple[MessagePage, Callable[[], list[SyncPullMessage]]] | None = None
         while True:

@@ -39,7 +39,9 @@ def test_batch_committed_but_unanswered_is_resent_and_acked_duplicate_without_co
         a.send("alice", "bob", "m1", "m2", "m3")
         result = run_cli(a, "sync", "--json")
         assert result.returncode == 0, result.stderr
-        push = json.loads(result.stdout)["push"]
+        summary = json.loads(result.stdout)
+        assert summary["elapsed_s"] >= 0  # #18: the summary carries the elapsed time
+        push = summary["push"]
         # The first POST was committed (3 stored) but its answer was lost; the
         # identical retry learnt the outcome as duplicates.
         assert push["candidates"] == 3
