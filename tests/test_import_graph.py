@@ -25,16 +25,7 @@ PACKAGES = ("wire", "syncengine", "relay")
 
 #: Edges left out of the cycle check, each with the reason it still exists.
 #: Each must still be in the graph (a test below), so a fixed one is removed.
-KNOWN_LOOP_EDGES: dict[tuple[str, str], str] = {
-    # ``driver OP --help`` prints the full parser's help for ``driver`` (the
-    # op's argv otherwise swallows ``--help``), so ``run_plain_argv`` calls
-    # ``syncengine.cli.build_parser``, while ``syncengine.cli.main`` imports
-    # the driver for its argparse-free fast path. Breaking it means moving
-    # ``build_parser`` and the exit-code tables out of ``syncengine/cli/
-    # __init__.py`` into a module the driver can import, which is a change
-    # to that file, being edited concurrently for the ``backup`` command.
-    ("syncengine.cli.driver", "syncengine.cli"): "driver help needs the full parser",
-}
+KNOWN_LOOP_EDGES: dict[tuple[str, str], str] = {}
 
 #: The one import between ``syncengine`` and ``relay``: ``syncengine relay …``
 #: registers the relay's own command group. ``syncengine.cli.relay`` is a

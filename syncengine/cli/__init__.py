@@ -145,6 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         plain = run_plain_argv(args_list[1:])
         if plain is not None:
             return plain
+        if any(arg in ("-h", "--help") for arg in args_list[1:]):
+            # An op's arguments would swallow ``--help`` (``driver export
+            # --help`` once wrote a file named ``--help``): show the driver's help.
+            args_list = ["driver", "--help"]
     if args_list in (["--version"], ["-V"]):
         from syncengine import __version__
 

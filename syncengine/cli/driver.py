@@ -116,9 +116,7 @@ def run_plain_argv(argv: list[str]) -> int | None:
     if i >= len(argv) or argv[i] not in OPS:
         return None
     if any(arg in ("-h", "--help") for arg in argv[i + 1 :]):
-        from syncengine.cli import build_parser
-
-        build_parser(("syncengine.cli.driver",)).parse_args(["driver", "--help"])
+        return None  # the full parser answers (``syncengine.cli.main``)
     return run_op(argv[i], argv[i + 1 :], store_path=store)
 
 
