@@ -38,6 +38,7 @@ from syncengine.engine.security import SecurityHistory, WritePlan, plan_write
 from syncengine.engine.state import ConnectionRecord
 from syncengine.http.errors import RequestTooLarge
 from syncengine.ops.bindings import BindingKey
+from syncengine.ops.quarantine import BLOCKING_STATUSES
 from syncengine.ops.records import (
     SyncPrepare,
     SyncPullCursor,
@@ -512,6 +513,9 @@ def reprocess_all(ctx: CycleContext, page_limit: int) -> ReprocessReport:
     report = ReprocessReport()
     outcomes: Counter[str] = Counter()
     page_after: str | None = None
+    progress = ctx.progress("reprocess")
+    blocked = ctx.store.sync_status(ctx.key).quarantine
+    progress.total = sum(n for state, n in blocked.items() if state in BLOCKING_STATUSES)
     while True:
         page = ctx.store.sync_reprocess(ctx.key, page_limit, page_after)
         report.pages += 1
@@ -533,8 +537,10 @@ def reprocess_all(ctx: CycleContext, page_limit: int) -> ReprocessReport:
             )
             outcomes.update(o.status for o in applied.outcomes)
             report.candidates += len(evaluated)
+            progress.add(len(evaluated))
         if not page.page.has_more:
             break
         page_after = page.page.next_after
+    progress.done()
     report.outcomes = dict(sorted(outcomes.items()))
     return report
