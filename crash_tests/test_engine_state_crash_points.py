@@ -44,6 +44,9 @@ RECONNECT = (
     "engine.reconnect.credential_written",
     "engine.reconnect.before_commit",
     "engine.reconnect.after_commit",
+    # crash-tested in tests/e2e/test_reconnect.py
+    "engine.disconnect.before_commit",
+    "engine.disconnect.after_commit",
     # crash-tested with restore in tests/e2e/test_backup_restore.py
     "engine.adopted.before_commit",
     "engine.adopted.after_commit",

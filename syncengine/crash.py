@@ -81,6 +81,9 @@ ENGINE_CRASH_POINTS: tuple[str, ...] = (
     "engine.reconnect.credential_written",
     "engine.reconnect.before_commit",
     "engine.reconnect.after_commit",
+    # disconnect: the connection rows go in one transaction.
+    "engine.disconnect.before_commit",
+    "engine.disconnect.after_commit",
     # a restored store caught up with the relay: adoption ends
     # (syncengine/ops/adopt.py; crash-tested in tests/e2e/test_backup_restore.py).
     "engine.adopted.before_commit",

@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "read-state": "syncengine.cli.engine",
     "quarantine": "syncengine.cli.engine",
     "doctor": "syncengine.cli.engine",
+    "disconnect": "syncengine.cli.engine",
     "backup": "syncengine.cli.backup",
     "restore": "syncengine.cli.backup",
     "security": "syncengine.cli.engine",

@@ -247,6 +247,16 @@ def register(subparsers: Any) -> None:
     _common(resume)
     resume.set_defaults(handler=_resume)
 
+    disconnect = subparsers.add_parser(
+        "disconnect",
+        help="end the team's connection (revoke and delete the credential); keep every message",
+        description="Revokes the credential on the relay when it answers, deletes the local "
+        "credential file and removes the connection. Messages, read state and the sync "
+        "binding stay: connecting to the same relay team again publishes nothing twice.",
+    )
+    _common(disconnect, team_required=True)
+    disconnect.set_defaults(handler=_disconnect)
+
     doctor = subparsers.add_parser(
         "doctor",
         help="check store, binding, files, relay, clock and sync state",
@@ -782,6 +792,22 @@ def _status_text(obj: dict[str, Any]) -> str:
         )
         lines.append(f"  remedy        {blocked['remediation']}")
     return "\n".join(lines)
+
+
+def _disconnect(args: argparse.Namespace) -> int:
+    def action() -> int:
+        from syncengine.engine.disconnect import disconnect_store
+
+        done = disconnect_store(args.store, args.team)
+        note = "revoked" if done.revoked else "NOT revoked (relay unreachable?): ask its operator"
+        text = (
+            f"team {done.local_team} disconnected from {done.endpoint}; credential "
+            f"{done.credential_id} {note}; messages and read state kept"
+        )
+        _emit(args, done.to_obj(), text)
+        return 0
+
+    return _guarded(args, action)
 
 
 def _doctor(args: argparse.Namespace) -> int:

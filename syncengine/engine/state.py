@@ -42,6 +42,7 @@ __all__ = [
     "record_resync_accepted",
     "record_seen",
     "record_success",
+    "remove_connection",
     "replace_credential",
     "set_identity_path",
 ]
@@ -343,6 +344,13 @@ def replace_credential(
     )
     if conn.changes() != 1:
         raise RuntimeError(f"binding {binding_pk} vanished during connect --replace")
+
+
+def remove_connection(conn: Any, binding_pk: int) -> None:
+    """``disconnect``: the connection goes (status, security history, the
+    engine row); the Stage-1 binding and everything it maps stays."""
+    for table in ("engine_status", "engine_security_history", "engine_bindings"):
+        conn.execute(f"DELETE FROM {table} WHERE binding_pk = ?", (binding_pk,))
 
 
 def clear_halt(conn: Any, binding_pk: int) -> bool:

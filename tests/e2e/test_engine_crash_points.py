@@ -61,6 +61,8 @@ REACHED_BY: dict[str, str | None] = {
     "engine.reconnect.credential_written": None,
     "engine.reconnect.before_commit": None,
     "engine.reconnect.after_commit": None,
+    "engine.disconnect.before_commit": None,
+    "engine.disconnect.after_commit": None,
     "engine.adopted.before_commit": None,
     "engine.adopted.after_commit": None,
     "engine.record.before_commit": "sync",

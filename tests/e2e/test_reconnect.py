@@ -161,3 +161,78 @@ def test_replace_killed_at_any_point_converges_on_a_rerun(
     assert (
         exactly_once(a) == exactly_once(b) == [("alice", "bob", "after"), ("alice", "bob", "kept")]
     )
+
+
+def _connect_again(team: LeanTeam, machine: Machine) -> None:
+    result = run_cli(
+        machine, "connect", "--endpoint", team.endpoint, "--token",
+        f"@{_token_file(team, machine)}", "--team", "crew", "--security", "plaintext-allowed",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+
+def test_disconnect_revokes_and_deletes_the_credential_and_keeps_every_message(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    team = LeanTeam(live, tmp_path)
+    a = team.machine("a")
+    a.send("alice", "bob", "kept")
+    a.sync()
+    credential_id, credential_path, _, _ = _binding(a)
+    done = run_cli(a, "disconnect", "--team", "crew", "--json")
+    assert done.returncode == 0, done.stderr
+    obj = json.loads(done.stdout)
+    assert obj["revoked"] is True and obj["credential_id"] == credential_id
+    assert not Path(credential_path).exists()
+    assert run_cli(a, "status").returncode == 7  # not connected
+    assert [body for _, _, body in exactly_once(a)] == ["kept"]
+    relay = SqliteRelayStore(live.db)
+    try:
+        listed = {c.credential_id: c for c in relay.list_credentials(team.id)}
+    finally:
+        relay.close()
+    assert listed[credential_id].revoked_at is not None
+
+
+def test_connecting_again_after_disconnect_publishes_nothing_twice(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    team = LeanTeam(live, tmp_path)
+    a, b = team.machine("a"), team.machine("b")
+    a.send("alice", "bob", "before")
+    a.sync()
+    assert run_cli(a, "disconnect", "--team", "crew").returncode == 0
+    a.send("alice", "bob", "while disconnected")
+    _connect_again(team, a)
+    assert run_cli(a, "sync").returncode == 0
+    b.sync()
+    assert relay_counts(live, team.id) == (2, 2)
+    assert (
+        exactly_once(a)
+        == exactly_once(b)
+        == [
+            ("alice", "bob", "before"),
+            ("alice", "bob", "while disconnected"),
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    "point", ["engine.disconnect.before_commit", "engine.disconnect.after_commit"]
+)
+def test_disconnect_killed_at_its_commit_is_finished_by_a_rerun_or_was_done(
+    live: LiveRelay, tmp_path: Path, point: str
+) -> None:
+    team = LeanTeam(live, tmp_path)
+    a = team.machine("a")
+    a.send("alice", "bob", "kept")
+    a.sync()
+    crashed = run_cli(a, "disconnect", "--team", "crew", env={"SYNCENGINE_CRASH_AT": point})
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    if point.endswith("before_commit"):
+        again = run_cli(a, "disconnect", "--team", "crew")  # the relay already revoked it
+        assert again.returncode == 0, again.stderr
+    assert run_cli(a, "status").returncode == 7
+    _connect_again(team, a)
+    assert run_cli(a, "sync").returncode == 0
+    assert relay_counts(live, team.id) == (1, 1)
