@@ -92,14 +92,19 @@ def _limit(text: str) -> int:
     return value
 
 
-def _floor(text: str) -> int:
-    from wire.errors import WireError
-    from wire.scalars import parse_seq
+def _sequence(option: str) -> Callable[[str], int]:
+    """An argparse type for a canonical sequence number named ``option``."""
 
-    try:
-        return parse_seq(text, "--accept-floor")
-    except WireError as exc:
-        raise argparse.ArgumentTypeError(f"{exc.rule} (a sequence number like 100)") from None
+    def parse(text: str) -> int:
+        from wire.errors import WireError
+        from wire.scalars import parse_seq
+
+        try:
+            return parse_seq(text, option)
+        except WireError as exc:
+            raise argparse.ArgumentTypeError(f"{exc.rule} (a sequence number like 100)") from None
+
+    return parse
 
 
 #: The blocking quarantine statuses (``syncengine.ops.quarantine.BLOCKING_STATUSES``,
@@ -111,16 +116,6 @@ QUARANTINE_STATUSES = (
     "malformed",
     "policy_violation",
 )
-
-
-def _after(text: str) -> int:
-    from wire.errors import WireError
-    from wire.scalars import parse_seq
-
-    try:
-        return parse_seq(text, "--after")
-    except WireError as exc:
-        raise argparse.ArgumentTypeError(f"{exc.rule} (a sequence number like 100)") from None
 
 
 def register(subparsers: Any) -> None:
@@ -220,7 +215,7 @@ def register(subparsers: Any) -> None:
     resync.add_argument(
         "--accept-floor",
         required=True,
-        type=_floor,
+        type=_sequence("--accept-floor"),
         metavar="SEQ",
         help="the relay's min_available_seq, exactly as 'syncengine status' shows it",
     )
@@ -280,7 +275,7 @@ def register(subparsers: Any) -> None:
         "Oldest first; page with --after the last server_seq shown.",
     )
     q_list.add_argument("--status", choices=QUARANTINE_STATUSES, help="only this status")
-    q_list.add_argument("--after", type=_after, default=0, metavar="SEQ")
+    q_list.add_argument("--after", type=_sequence("--after"), default=0, metavar="SEQ")
     q_list.add_argument("--limit", type=_limit, default=100, metavar="N", help="1..1000")
     _common(q_list)
     q_list.set_defaults(handler=_quarantine_list)

@@ -38,7 +38,6 @@ from syncengine.engine.security import SecurityHistory, WritePlan, plan_write
 from syncengine.engine.state import ConnectionRecord
 from syncengine.http.errors import RequestTooLarge
 from syncengine.ops.bindings import BindingKey
-from syncengine.ops.quarantine import BLOCKING_STATUSES
 from syncengine.ops.records import (
     SyncPrepare,
     SyncPullCursor,
@@ -282,15 +281,28 @@ def _reconcile(
 
 
 def _pending(ctx: CycleContext) -> int | None:
-    """Messages a drain will send (for the progress line): one count query."""
+    """Messages a drain will send (for the progress line)."""
     from syncengine.engine.state import pending_push_count
+
+    return _count(ctx, pending_push_count)
+
+
+def _blocked(ctx: CycleContext) -> int | None:
+    """Envelopes a reprocess will look at (for the progress line)."""
+    from syncengine.ops.quarantine import count_blocked
+
+    return _count(ctx, lambda conn, binding: count_blocked(conn, binding.pk))
+
+
+def _count(ctx: CycleContext, count: Callable[[Any, Any], int]) -> int | None:
+    """One read-only count for a progress total (``None`` before any binding)."""
     from syncengine.store.connection import read_transaction
 
     binding = ctx.store.sync_binding(ctx.key)
     if binding is None:
         return None
     with read_transaction(ctx.store.conn, ctx.store.path) as conn:
-        return pending_push_count(conn, binding)
+        return count(conn, binding)
 
 
 def _plan(ctx: CycleContext, caps: Capabilities | None = None) -> tuple[WritePlan, SyncPrepare]:
@@ -514,8 +526,7 @@ def reprocess_all(ctx: CycleContext, page_limit: int) -> ReprocessReport:
     outcomes: Counter[str] = Counter()
     page_after: str | None = None
     progress = ctx.progress("reprocess")
-    blocked = ctx.store.sync_status(ctx.key).quarantine
-    progress.total = sum(n for state, n in blocked.items() if state in BLOCKING_STATUSES)
+    progress.total = _blocked(ctx)
     while True:
         page = ctx.store.sync_reprocess(ctx.key, page_limit, page_after)
         report.pages += 1

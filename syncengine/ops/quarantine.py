@@ -16,7 +16,7 @@ from syncengine.ops.bindings import BindingKey, load_binding
 from syncengine.ops.states import QuarantineState
 from syncengine.store.errors import InvalidInput
 
-__all__ = ["BLOCKING_STATUSES", "BlockedEnvelope", "list_blocked"]
+__all__ = ["BLOCKING_STATUSES", "BlockedEnvelope", "count_blocked", "list_blocked"]
 
 BLOCKING_STATUSES = tuple(s.value for s in QuarantineState if s.blocking)
 _IN = ", ".join(f"'{s}'" for s in BLOCKING_STATUSES)
@@ -73,3 +73,12 @@ def list_blocked(
         (binding.pk, after, status, status, limit),
     ).fetchall()
     return tuple(BlockedEnvelope(*row) for row in rows)
+
+
+def count_blocked(conn: Any, binding_pk: int) -> int:
+    """How many envelopes wait in quarantine (one count on the blocking index)."""
+    row = conn.execute(
+        f"SELECT count(*) FROM sync_quarantine WHERE binding_pk = ? AND status IN ({_IN})",
+        (binding_pk,),
+    ).fetchone()
+    return int(row[0])

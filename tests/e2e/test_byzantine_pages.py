@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.byzantine import PAGES, byzantine_scene
+from tests.e2e.byzantine import PAGES, Scene, byzantine_scene
 from tests.e2e.proxy import Fault, Response
 from tests.relay.live import LiveRelay
 
@@ -25,6 +25,27 @@ def rewrite_page(change: Any) -> Fault:
         return response.with_json(document)
 
     return Fault(PAGES, "rewrite", every=True, rewrite=rewrite)
+
+
+def _serve_an_old_envelope_as_the_next_message(scene: Scene) -> None:
+    """Pull honestly (recording what the relay sent), add two messages, then
+    lie: the first new message carries the first envelope ever pulled."""
+    recorded: list[dict[str, Any]] = []
+
+    def record(response: Response) -> bytes:
+        recorded.extend(response.json()["messages"])
+        return response.encode()
+
+    scene.lie(Fault(PAGES, "rewrite", every=True, rewrite=record))
+    assert scene.attack().error is None
+    scene.proxy.faults.clear()
+    scene.write(2)
+
+    def reuse_envelope(doc: dict[str, Any]) -> None:
+        if doc["messages"]:
+            doc["messages"][0]["envelope"] = recorded[0]["envelope"]
+
+    scene.lie(rewrite_page(reuse_envelope))
 
 
 def test_a_page_with_its_messages_reversed_is_refused_and_nothing_moves(
@@ -138,22 +159,7 @@ def test_a_held_plaintext_envelope_re_served_under_a_new_wire_id_is_undetectable
     live: LiveRelay, tmp_path: Path
 ) -> None:
     with byzantine_scene(live, tmp_path) as scene:
-        recorded: list[dict[str, Any]] = []
-
-        def record(response: Response) -> bytes:
-            recorded.extend(response.json()["messages"])
-            return response.encode()
-
-        scene.lie(Fault(PAGES, "rewrite", every=True, rewrite=record))
-        assert scene.attack().error is None
-        scene.proxy.faults.clear()
-        scene.write(2)
-
-        def reuse_envelope(doc: dict[str, Any]) -> None:
-            if doc["messages"]:
-                doc["messages"][0]["envelope"] = recorded[0]["envelope"]
-
-        scene.lie(rewrite_page(reuse_envelope))
+        _serve_an_old_envelope_as_the_next_message(scene)
         # ``none`` envelopes are deterministic and carry no wire ID: the copy
         # looks like a second genuine "m0" (specs/engine.md "Trust": what
         # plaintext cannot detect) — and the genuine message at that sequence
@@ -169,22 +175,7 @@ def test_a_sealed_envelope_replayed_under_a_new_wire_id_halts_before_the_genuine
     sequence of a genuine message must neither become a second copy of the
     old message nor let the cursor pass the genuine one."""
     with byzantine_scene(live, tmp_path, sealed=True) as scene:
-        recorded: list[dict[str, Any]] = []
-
-        def record(response: Response) -> bytes:
-            recorded.extend(response.json()["messages"])
-            return response.encode()
-
-        scene.lie(Fault(PAGES, "rewrite", every=True, rewrite=record))
-        assert scene.attack().error is None
-        scene.proxy.faults.clear()
-        scene.write(2)
-
-        def reuse_envelope(doc: dict[str, Any]) -> None:
-            if doc["messages"]:
-                doc["messages"][0]["envelope"] = recorded[0]["envelope"]
-
-        scene.lie(rewrite_page(reuse_envelope))
+        _serve_an_old_envelope_as_the_next_message(scene)
         attack = scene.attack()
         assert attack.state == "halted"
         assert scene.cursor() == 6

@@ -103,3 +103,15 @@ def test_quarantine_list_through_the_cli_shows_rows_and_the_remedy(
 
 def test_the_cli_offers_exactly_the_blocking_statuses() -> None:
     assert QUARANTINE_STATUSES == BLOCKING_STATUSES
+
+
+def test_the_blocked_count_matches_the_listed_envelopes(
+    tmp_path: Path, make_engine: Callable[..., Engine]
+) -> None:
+    from syncengine.ops.quarantine import count_blocked
+    from syncengine.store.connection import read_transaction
+
+    reader, _ = _sealed_reader(tmp_path, make_engine)
+    listed = len(reader.quarantine())
+    with read_transaction(reader.store.conn, reader.store.path) as conn:
+        assert count_blocked(conn, reader.connection.binding_pk) == listed == 3
