@@ -21,6 +21,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 __all__ = ["register"]
@@ -140,6 +141,15 @@ def register(subparsers: Any) -> None:
     connect.add_argument("--key-id", metavar="K", help="age-v1 epoch key_id")
     connect.add_argument("--recipients-file", metavar="F", help="age-v1 epoch manifest")
     connect.add_argument("--identity", metavar="FILE", help="age-v1 identity for the epoch")
+    connect.add_argument(
+        "--epochs-file",
+        metavar="F",
+        help="join with the team's key-epoch and security histories from an epoch "
+        "snapshot ('syncengine keys epoch export' on a connected machine)",
+    )
+    connect.add_argument(
+        "--confirm-digest", metavar="SHA256", help="the snapshot digest, confirmed live"
+    )
     connect.add_argument(
         "--credential-file",
         metavar="PATH",
@@ -311,6 +321,11 @@ def register(subparsers: Any) -> None:
     set_mode.set_defaults(handler=_security_set)
     identity = actions.add_parser("identity", help="install the age-v1 identity file (by path)")
     identity.add_argument("file")
+    identity.add_argument(
+        "--key-id",
+        metavar="K",
+        help="only for this epoch (default: every epoch whose recipients include it)",
+    )
     _common(identity)
     identity.set_defaults(handler=_security_identity)
 
@@ -385,7 +400,8 @@ def _engine(args: argparse.Namespace) -> Any:
 def _connect(args: argparse.Namespace) -> int:
     if args.replace:
         return _reconnect(args)
-    missing = [f"--{n}" for n in ("endpoint", "security") if getattr(args, n) is None]
+    needed = ("endpoint",) if args.epochs_file else ("endpoint", "security")
+    missing = [f"--{n}" for n in needed if getattr(args, n) is None]
     if missing:
         sys.stderr.write(f"syncengine connect: {' and '.join(missing)} required (or --replace)\n")
         return 2
@@ -404,6 +420,8 @@ def _connect(args: argparse.Namespace) -> int:
             recipients_file=args.recipients_file,
             identity_file=args.identity,
             credential_file=args.credential_file,
+            epochs_file=args.epochs_file,
+            confirm_digest=args.confirm_digest,
         )
         k = connected.key
         text = (
@@ -428,7 +446,15 @@ def _connect(args: argparse.Namespace) -> int:
 def _reconnect(args: argparse.Namespace) -> int:
     given = [
         f"--{name.replace('_', '-')}"
-        for name in ("security", "key_id", "recipients_file", "identity", "credential_file")
+        for name in (
+            "security",
+            "key_id",
+            "recipients_file",
+            "identity",
+            "credential_file",
+            "epochs_file",
+            "confirm_digest",
+        )
         if getattr(args, name) is not None
     ]
     if given:
@@ -919,13 +945,13 @@ def _security_set(args: argparse.Namespace) -> int:
 def _security_identity(args: argparse.Namespace) -> int:
     def action() -> int:
         with _engine(args) as engine:
-            engine.set_identity(args.file)
-            path = engine.connection.identity_path
+            epochs = engine.set_identity(args.file, args.key_id)
+        path = str(Path(args.file).absolute())
         _emit(
             args,
-            {"ok": True, "identity_file": path},
-            f"identity installed from {path}; run 'syncengine reprocess' to import "
-            "messages that were waiting for it",
+            {"ok": True, "identity_file": path, "epochs": list(epochs)},
+            f"identity installed from {path} for epoch(s) {', '.join(epochs)}; run "
+            "'syncengine reprocess' to import messages that were waiting for it",
         )
         return 0
 

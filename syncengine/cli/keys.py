@@ -46,6 +46,10 @@ def register(subparsers: Any) -> None:
     recipient.add_argument("file", type=Path, help="identity file")
     recipient.set_defaults(handler=_run_recipient)
 
+    from syncengine.cli import epochs
+
+    epochs.register(actions)
+
 
 def _fail(action: str, message: str) -> int:
     print(f"syncengine keys {action}: {message}", file=sys.stderr)

@@ -43,13 +43,14 @@ import httpx
 
 from syncengine.crash import crash_point
 from syncengine.engine import state as st
+from syncengine.engine.epochs import EpochHistory, KeyEpoch
 from syncengine.engine.errors import (
     AlreadyConnected,
     ConfigurationError,
     ConnectFailed,
     TokenSourceRefused,
 )
-from syncengine.engine.security import SecurityMode
+from syncengine.engine.security import SecurityHistory, SecurityMode
 from syncengine.http.client import ClientConfig, RelayClient
 from syncengine.http.connect import connect as http_connect
 from syncengine.http.credentials import Secret, load_credential, save_credential
@@ -206,32 +207,32 @@ def connect_store(
     endpoint: str,
     token: Secret,
     team: str,
-    mode: str,
+    mode: str | None,
     key_id: str | None = None,
     recipients_file: str | None = None,
     identity_file: str | None = None,
     credential_file: str | None = None,
+    epochs_file: str | None = None,
+    confirm_digest: str | None = None,
     transport: httpx.BaseTransport | None = None,
     client_config: ClientConfig | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> Connected:
-    """Pair, then persist credential and binding; all or nothing locally."""
-    try:
-        security = SecurityMode(mode)
-    except ValueError:
-        raise ConfigurationError(
-            "--security must be 'plaintext-allowed' or 'e2ee-required'"
-        ) from None
+    """Pair, then persist credential and binding; all or nothing locally.
+
+    With ``epochs_file`` the machine joins a team whose key-epoch and local
+    security histories already exist: it imports them from the snapshot the
+    operator confirmed (``confirm_digest``) instead of trusting whatever it
+    pulls first (profile "Epoch snapshots")."""
     try:
         check_local_team(team, "team")
     except InvalidInput as exc:
         raise ConfigurationError(str(exc)) from None
-    epoch = EpochConfig.load(key_id, recipients_file, identity_file)
-    if security is SecurityMode.E2EE_REQUIRED and epoch is None:
-        raise ConfigurationError(
-            "e2ee-required needs an age-v1 epoch to write with (--key-id, --recipients-file)"
-        )
+    epochs, history, epoch = _local_histories(
+        mode, key_id, recipients_file, identity_file, epochs_file, confirm_digest
+    )
+    security = history.current.mode
     store = Store(store_path)
     try:
         store.init()
@@ -262,6 +263,8 @@ def connect_store(
         crash_point("engine.connect.credential_written")
         now = format_timestamp(datetime.now(UTC))
         try:
+            if epochs_file is not None:
+                _check_snapshot_binding(epochs_file, confirm_digest, key)
             roster = fetch_roster(result, transport, client_config, sleep, clock)
             with write_transaction(store.conn, store.path, "engine.connect") as conn:
                 binding = st.insert_connection(
@@ -271,10 +274,8 @@ def connect_store(
                     remote_team_name=result.team_name,
                     credential_id=result.credential_id,
                     credential_path=str(cred_path),
-                    age_key_id=epoch.key_id if epoch else None,
-                    age_recipients=epoch.recipients if epoch else (),
-                    identity_path=epoch.identity_path if epoch else None,
-                    mode=security,
+                    epochs=epochs,
+                    security=history,
                     now=now,
                 )
                 # The roster comes from the relay, never from message names
@@ -305,6 +306,75 @@ def connect_store(
         )
     finally:
         store.close()
+
+
+def _local_histories(
+    mode: str | None,
+    key_id: str | None,
+    recipients_file: str | None,
+    identity_file: str | None,
+    epochs_file: str | None,
+    confirm_digest: str | None,
+) -> tuple[EpochHistory, SecurityHistory, EpochConfig | None]:
+    """The key-epoch and security histories a new connection starts with,
+    validated before the one-time token is spent."""
+    if epochs_file is None:
+        if confirm_digest is not None:
+            raise ConfigurationError("--confirm-digest belongs to --epochs-file")
+        if mode is None:
+            raise ConfigurationError("--security is required (or --epochs-file)")
+        try:
+            security = SecurityMode(mode)
+        except ValueError:
+            raise ConfigurationError(
+                "--security must be 'plaintext-allowed' or 'e2ee-required'"
+            ) from None
+        epoch = EpochConfig.load(key_id, recipients_file, identity_file)
+        if security is SecurityMode.E2EE_REQUIRED and epoch is None:
+            raise ConfigurationError(
+                "e2ee-required needs an age-v1 epoch to write with (--key-id, --recipients-file)"
+            )
+        epochs = EpochHistory(
+            ()
+            if epoch is None
+            else (KeyEpoch(0, 1, epoch.key_id, epoch.recipients, epoch.identity_path),)
+        )
+        return epochs, SecurityHistory.initial(security), epoch
+    if key_id is not None or recipients_file is not None:
+        raise ConfigurationError(
+            "--epochs-file carries the team's epochs; --key-id and --recipients-file go"
+        )
+    from syncengine.engine.epoch_ops import assign_identity, read_snapshot
+
+    snapshot = read_snapshot(epochs_file, confirm_digest)
+    history = SecurityHistory(snapshot.security)
+    if mode is not None and SecurityMode(mode) is not history.current.mode:
+        raise ConfigurationError(
+            f"--security {mode} contradicts the snapshot's current minimum "
+            f"{history.current.mode.value}; drop --security or use the snapshot's"
+        )
+    epochs = EpochHistory(snapshot.epochs)
+    if identity_file is not None:
+        epochs = assign_identity(epochs, identity_file)
+    current = epochs.epochs[-1]
+    summary = EpochConfig(current.key_id, current.recipients, current.identity_path)
+    return epochs, history, summary
+
+
+def _check_snapshot_binding(epochs_file: str, confirm_digest: str | None, key: BindingKey) -> None:
+    """A snapshot is bound to one relay instance and remote team (profile
+    "Recipient-set epochs": a manifest binds server_instance_id and team_id)."""
+    from syncengine.engine.epoch_ops import read_snapshot
+
+    snapshot = read_snapshot(epochs_file, confirm_digest)
+    if (snapshot.server_instance_id, snapshot.team_id) != (
+        key.server_instance_id,
+        key.remote_team_id,
+    ):
+        raise ConfigurationError(
+            f"the epoch snapshot belongs to team {snapshot.team_id} on relay instance "
+            f"{snapshot.server_instance_id}, not to the team this token paired with"
+        )
 
 
 def _orphan_credential(path: Path) -> str | None:

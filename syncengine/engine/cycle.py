@@ -27,12 +27,12 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from syncengine.engine.batching import plan_batches
 from syncengine.engine.errors import PushOversized
-from syncengine.engine.evaluation import start_evaluation
+from syncengine.engine.evaluation import IdentityLookup, start_evaluation
 from syncengine.engine.progress import Progress
 from syncengine.engine.security import SecurityHistory, WritePlan, plan_write
 from syncengine.engine.state import ConnectionRecord
@@ -84,15 +84,16 @@ def _no_workers(batch: int) -> Workers | None:
 class CycleContext:
     """What every step needs; built by :class:`~syncengine.engine.engine.Engine`.
 
-    ``identity`` is called at most when an age-v1 envelope must be opened;
-    the engine reads the identity file once and caches the result.
+    ``identity`` is called, with an epoch's key ID, at most when an age-v1
+    envelope of that epoch must be opened; the engine reads each identity
+    file once and caches the result.
     """
 
     store: Store
     connection: ConnectionRecord
     client: RelayClient
     history: Callable[[], SecurityHistory]
-    identity: Callable[[], object | None]
+    identity: IdentityLookup
     progress: Callable[[str], Progress]
     #: Offered a batch size of age-v1 work; returns worker processes to do it
     #: on, or ``None`` to do it here (see :mod:`syncengine.engine.workers`).
@@ -141,11 +142,16 @@ class PushReport:
 
 def _prepare_request(plan: WritePlan, caps: Capabilities, conn: ConnectionRecord) -> SyncPrepare:
     if plan.cipher == "age-v1":
+        # The epoch effective at the prospective boundary (profile "Recipient-
+        # set epochs": a writer selects the key_id effective there).
+        assert plan.boundary is not None
+        epoch = conn.epochs.at(plan.boundary)
+        assert epoch is not None
         return SyncPrepare(
             ENVELOPE_VERSION,
             "age-v1",
-            conn.age_key_id,
-            conn.age_recipients,
+            epoch.key_id,
+            epoch.recipients,
             caps.max_blob_bytes,
             True,
         )
@@ -313,6 +319,22 @@ def _plan(ctx: CycleContext, caps: Capabilities | None = None) -> tuple[WritePla
     plan = plan_write(
         caps, supported_ciphers(), ctx.history(), age_configured=ctx.connection.age_configured
     )
+    current = ctx.connection.epochs.current
+    if (
+        plan.cipher == "age-v1"
+        and current is not None
+        and plan.boundary is not None
+        and plan.boundary < current.effective_from_seq
+    ):
+        # A boundary before the newest epoch's own: the relay's sequence went
+        # backwards. Sealing to the older epoch could reach a removed
+        # recipient, to the newer one a reader would refuse — write nothing.
+        plan = replace(
+            plan,
+            cipher=None,
+            reason=f"the relay's next sequence boundary {plan.boundary} precedes epoch "
+            f"{current.key_id!r}'s boundary {current.effective_from_seq}",
+        )
     if not plan.allow_new:
         _log.warning("push.blocked: %s", plan.reason)
     return plan, _prepare_request(plan, caps, ctx.connection)

@@ -28,23 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from syncengine.engine import state as st
-from syncengine.engine.cycle import (
-    CycleContext,
-    PullReport,
-    PushReport,
-    ReprocessReport,
-    drain_push,
-    pull_all,
-    push_once,
-    reprocess_all,
-)
+from syncengine.engine.epochs import EpochHistory, EpochSnapshot, KeyEpoch
 from syncengine.engine.errors import (
     ConfigurationError,
     IntegrityHalted,
     StopRequested,
     classify,
 )
-from syncengine.engine.identity import read_identity
 from syncengine.engine.limits import (
     CATCH_UP_PUSH_LIMIT,
     PULL_PAGE_LIMIT,
@@ -53,23 +43,25 @@ from syncengine.engine.limits import (
 )
 from syncengine.engine.lock import EngineLock, lock_path_for
 from syncengine.engine.progress import progress_for
-from syncengine.engine.quarantine import blocked_remedy
-from syncengine.engine.resync import ResyncReport, accept_retention_gap, resync_command
 from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
-from syncengine.http.credentials import load_credential
 from syncengine.http.errors import EngineState, ResyncRequired
-from syncengine.ops.quarantine import BLOCKING_STATUSES, BlockedEnvelope, list_blocked
-from syncengine.ops.status import SyncStatus
 from syncengine.store import Store
 from syncengine.store.connection import read_transaction, write_transaction
 
 if TYPE_CHECKING:
     import httpx
 
+    # What only some commands use is imported where it is used: ``status``
+    # loads no cycle and no HTTP stack, an idle ``pull`` no resync or
+    # quarantine listing (start-up cost, issue #17).
+    from syncengine.engine.cycle import CycleContext, PullReport, PushReport, ReprocessReport
     from syncengine.engine.read_sync import ReadStateReport
+    from syncengine.engine.resync import ResyncReport
     from syncengine.engine.watched_client import WatchedClient
     from syncengine.engine.workers import Workers
     from syncengine.http.client import ClientConfig, RelayClient
+    from syncengine.ops.quarantine import BlockedEnvelope
+    from syncengine.ops.status import SyncStatus
 from wire.scalars import format_timestamp
 
 __all__ = ["Engine", "EngineStatus", "SyncReport"]
@@ -120,6 +112,8 @@ class EngineStatus:
     @property
     def messages_blocked(self) -> dict[str, int]:
         """Quarantined envelopes per blocking status (none imported yet)."""
+        from syncengine.ops.quarantine import BLOCKING_STATUSES
+
         return {
             status: count
             for status, count in sorted(self.sync.quarantine.items())
@@ -136,6 +130,8 @@ class EngineStatus:
         return self.engine.state
 
     def to_obj(self) -> dict[str, Any]:
+        from syncengine.engine.quarantine import blocked_remedy
+
         c, e, b = self.connection, self.engine, self.sync.binding
         last_failure = None
         if e.last_failure_at is not None:
@@ -149,6 +145,8 @@ class EngineStatus:
             }
         resync = None
         if e.resync_required:
+            from syncengine.engine.resync import resync_command
+
             assert e.resync_after is not None and e.resync_min_available_seq is not None
             command = resync_command(c.local_team, e.resync_min_available_seq, str(self.store_path))
             resync = {
@@ -185,6 +183,7 @@ class EngineStatus:
                     "key_id": c.age_key_id,
                     "recipients": len(c.age_recipients),
                     "identity_file": c.identity_path,
+                    "epochs": [e.to_obj() for e in c.epochs.epochs],
                 },
             },
             "cursors": {
@@ -286,8 +285,7 @@ class Engine:
         self._client: WatchedClient | None = None
         #: The newest (floor, current_seq) seen; loaded on the first snapshot.
         self._seen: tuple[int, int] | None = None
-        self._identity_loaded = False
-        self._identity: object | None = None
+        self._identities: dict[str, object | None] = {}
         self._workers: Workers | None = None
         self._worker_processes = workers
 
@@ -322,6 +320,7 @@ class Engine:
             # (``status`` and the local commands never load it).
             from syncengine.engine.watched_client import WatchedClient
             from syncengine.http.client import RelayBinding
+            from syncengine.http.credentials import load_credential
 
             c = self.connection
             credential = load_credential(
@@ -371,14 +370,35 @@ class Engine:
         with read_transaction(self.store.conn, self.store.path) as conn:
             return st.load_security_history(conn, self.connection.binding_pk)
 
-    def _load_identity(self) -> object | None:
-        """The epoch identity, read from its file once per process, never logged."""
-        if self._identity_loaded:
-            return self._identity
-        path = self.connection.identity_path
-        self._identity = None if path is None else read_identity(self.connection, Path(path))
-        self._identity_loaded = True
-        return self._identity
+    def _load_identity(self, key_id: str) -> object | None:
+        """The identity of epoch ``key_id``, read from its file once per
+        process, never logged; ``None`` when this machine has none for it."""
+        from syncengine.engine.identity import read_identity
+
+        if key_id not in self._identities:
+            epoch = self.connection.epochs.by_key_id(key_id)
+            path = epoch.identity_path if epoch is not None else None
+            self._identities[key_id] = (
+                None if path is None else read_identity(self.connection, Path(path), key_id)
+            )
+        return self._identities[key_id]
+
+    def _refresh_epochs(self) -> None:
+        """Pick up an epoch another process added or imported (a long ``run``
+        must seal to, and judge by, the history as it stands now)."""
+        with read_transaction(self.store.conn, self.store.path) as conn:
+            epochs = st.load_key_epochs(conn, self.connection.binding_pk)
+        if epochs != self.connection.epochs:
+            self._adopt_epochs(epochs)
+
+    def _adopt_epochs(self, epochs: EpochHistory) -> None:
+        from dataclasses import replace
+
+        self.connection = replace(self.connection, epochs=epochs)
+        self._identities.clear()
+        if self._workers is not None:  # they hold the old record
+            self._workers.close()
+            self._workers = None
 
     def _offer_workers(self, batch: int) -> Workers | None:
         """Worker processes for ``batch`` age-v1 messages, or ``None`` to work
@@ -392,6 +412,9 @@ class Engine:
         return self._workers if self._workers.available else None
 
     def _context(self) -> CycleContext:
+        from syncengine.engine.cycle import CycleContext
+
+        self._refresh_epochs()
         return CycleContext(
             store=self.store,
             connection=self.connection,
@@ -444,6 +467,8 @@ class Engine:
         except Exception as exc:
             resync = exc if isinstance(exc, ResyncRequired) else None
             if resync is not None:
+                from syncengine.engine.resync import resync_command
+
                 resync.remediation = (  # type: ignore[misc]
                     f"{ResyncRequired.remediation} Approve the gap: "
                     + resync_command(
@@ -486,6 +511,8 @@ class Engine:
 
     def push(self, limit: int = STEADY_PUSH_LIMIT) -> PushReport:
         """Preflight, prepare at most ``limit`` candidates, POST, reconcile."""
+        from syncengine.engine.cycle import push_once
+
         with self._recorded(pulled=False):
             ctx = self._context()
             self._adopt_first(ctx)
@@ -494,6 +521,8 @@ class Engine:
     def push_all(self, limit: int = CATCH_UP_PUSH_LIMIT) -> PushReport:
         """Drain the whole backlog in pushes of at most ``limit``, each round
         prepared while the previous one is on the wire (``push --all``)."""
+        from syncengine.engine.cycle import drain_push
+
         with self._recorded(pulled=False):
             ctx = self._context()
             self._adopt_first(ctx)
@@ -502,6 +531,8 @@ class Engine:
     def pull(self, page_limit: int = PULL_PAGE_LIMIT) -> PullReport:
         """Pull and apply every page until the relay has nothing more, then
         take the relay's roster."""
+        from syncengine.engine.cycle import pull_all
+
         with self._recorded(pulled=True):
             report = pull_all(self._context(), page_limit)
             self._finish_adoption()
@@ -512,6 +543,8 @@ class Engine:
         """A restored store pulls to the relay's head before it pushes: its own
         messages published after the backup are adopted from the relay, not
         sealed again (syncengine/ops/adopt.py)."""
+        from syncengine.engine.cycle import pull_all
+
         if self.store.sync_adopting(self.connection.key):
             pull_all(ctx, PULL_PAGE_LIMIT)
             self._finish_adoption()
@@ -577,6 +610,8 @@ class Engine:
         stop the pull — reads continue — but is still raised afterwards.
         ``drain`` pushes the whole backlog in rounds of ``push_limit`` (the
         one-shot ``sync`` command; ``run`` takes one bounded step per cycle)."""
+        from syncengine.engine.cycle import drain_push, pull_all, push_once
+
         with self._recorded(pulled=True):
             ctx = self._context()
             self._adopt_first(ctx)
@@ -597,6 +632,8 @@ class Engine:
 
     def reprocess(self, page_limit: int = REPROCESS_PAGE_LIMIT) -> ReprocessReport:
         """Re-evaluate every blocking envelope with today's keys and policy."""
+        from syncengine.engine.cycle import reprocess_all
+
         with self._recorded(pulled=False):
             return reprocess_all(self._context(), page_limit)
 
@@ -606,6 +643,8 @@ class Engine:
         clear the durable resync-required marker (one more transaction; a
         crash between the two is healed by a rerun, which finds the audit,
         or by the next pull)."""
+        from syncengine.engine.resync import accept_retention_gap
+
         self._check_not_halted()
         report = accept_retention_gap(self.store, self.connection, self.client, accept_floor)
         pk = self.connection.binding_pk
@@ -624,6 +663,8 @@ class Engine:
         self, *, status: str | None = None, after: int = 0, limit: int = 100
     ) -> tuple[BlockedEnvelope, ...]:
         """Blocked envelopes, oldest first (read-only; no network)."""
+        from syncengine.ops.quarantine import list_blocked
+
         with read_transaction(self.store.conn, self.store.path) as conn:
             return list_blocked(conn, self.connection.key, status=status, after=after, limit=limit)
 
@@ -680,31 +721,140 @@ class Engine:
 
         return self._write("engine.security", append)
 
-    def set_identity(self, identity_file: str | os.PathLike[str]) -> None:
-        """Install the identity for the configured age-v1 epoch (by path).
+    def add_epoch(
+        self, key_id: str, recipients_file: str, identity_file: str | None = None
+    ) -> KeyEpoch:
+        """Schedule a rotation to a new epoch at the relay's next sequence
+        boundary (specs/engine.md "Key epochs"; profile "Multi-writer cutover
+        protocol", this machine's steps): everything is validated before the
+        capability request, the drain is re-checked inside the one
+        transaction (crash point ``engine.epoch``). The caller holds the
+        engine lock, so no push of this store seals in between."""
+        from syncengine.engine import epoch_ops
 
-        The file is read once now to prove it holds the one identity whose
-        recipient is in the epoch manifest; only then is its path stored.
-        Run :meth:`reprocess` afterwards to import ``pending_key`` messages.
-        """
+        self._refresh_epochs()
         c = self.connection
-        if c.age_key_id is None:
+        recipients = epoch_ops.read_recipients(key_id, recipients_file)
+        current = c.epochs.current
+        if current is None:
+            raise ConfigurationError(
+                f"team {c.local_team!r} has no age-v1 epoch to rotate from",
+                remediation="Connect it with --key-id and --recipients-file.",
+            )
+        draft = c.epochs.appended(key_id, recipients, current.effective_from_seq)
+        candidate = EpochHistory((*c.epochs.epochs, draft))
+        if identity_file is not None:
+            identity_path = (
+                epoch_ops.assign_identity(candidate, identity_file, only=key_id)
+                .epochs[-1]
+                .identity_path
+            )
+        else:
+            identity_path = epoch_ops.inherited_identity(c.epochs, candidate, key_id)
+        with read_transaction(self.store.conn, self.store.path) as conn:
+            waiting = epoch_ops.outstanding_old_epoch_envelopes(conn, c.binding_pk, key_id)
+        if waiting:
+            raise ConfigurationError(
+                f"{waiting} envelope(s) sealed to epoch {current.key_id!r} are published but "
+                "not yet acknowledged",
+                remediation="Run 'syncengine push' until nothing is pending, then rotate.",
+            )
+        caps = self.client.capabilities()
+        history = self._write(
+            "engine.epoch",
+            lambda conn: epoch_ops.rotate(
+                conn,
+                c.binding_pk,
+                key_id,
+                recipients,
+                caps.next_sequence_boundary,
+                identity_path,
+                _now(),
+            ),
+        )
+        self._adopt_epochs(history)
+        added = history.epochs[-1]
+        _log.info(
+            "epoch.added: %s from sequence %d (%d recipients)",
+            added.key_id,
+            added.effective_from_seq,
+            len(added.recipients),
+        )
+        return added
+
+    def import_epochs(self, snapshot_file: str, confirm_digest: str | None) -> tuple[KeyEpoch, ...]:
+        """Append the epochs a confirmed snapshot adds (crash point
+        ``engine.epoch_import``); this machine's identities that are
+        recipients of a new epoch are installed on it."""
+        from syncengine.engine import epoch_ops
+
+        self._refresh_epochs()
+        c = self.connection
+        snapshot = epoch_ops.read_snapshot(snapshot_file, confirm_digest)
+        if (snapshot.server_instance_id, snapshot.team_id) != (
+            c.server_instance_id,
+            c.remote_team_id,
+        ):
+            raise ConfigurationError(
+                f"the epoch snapshot belongs to team {snapshot.team_id} on relay instance "
+                f"{snapshot.server_instance_id}, not to team {c.local_team!r}'s binding"
+            )
+        candidate = EpochHistory(snapshot.epochs)
+        new = snapshot.extends(c.epochs)
+        identities = {
+            e.key_id: path
+            for e in new
+            if (path := epoch_ops.inherited_identity(c.epochs, candidate, e.key_id))
+        }
+        history, added = self._write(
+            "engine.epoch_import",
+            lambda conn: epoch_ops.import_epochs(conn, c.binding_pk, snapshot, identities, _now()),
+        )
+        self._adopt_epochs(history)
+        return added
+
+    def epoch_snapshot(self) -> EpochSnapshot:
+        """The team-shared epoch and security histories, for another machine."""
+        from syncengine.engine.epoch_ops import snapshot_of
+
+        self._refresh_epochs()
+        c = self.connection
+        return snapshot_of(c.server_instance_id, c.remote_team_id, c.epochs, self.history())
+
+    def set_identity(
+        self, identity_file: str | os.PathLike[str], key_id: str | None = None
+    ) -> tuple[str, ...]:
+        """Install an identity (by path) on every epoch whose manifest holds
+        its recipient, or only on epoch ``key_id``; returns those key IDs.
+
+        The file is read now to prove it holds an identity whose recipient is
+        in the manifest; only then is its path stored (crash point
+        ``engine.identity``). Run :meth:`reprocess` afterwards to import
+        ``pending_key`` messages.
+        """
+        from syncengine.engine.epoch_ops import assign_identity
+
+        c = self.connection
+        if not c.epochs.configured:
             raise ConfigurationError(
                 "this team has no age-v1 epoch configured; an identity has nothing to open"
             )
-        path = Path(identity_file).absolute()
-        identity = read_identity(c, path)
-        self._write(
-            "engine.identity", lambda conn: st.set_identity_path(conn, c.binding_pk, str(path))
+        if key_id is not None and c.epochs.by_key_id(key_id) is None:
+            raise ConfigurationError(f"team {c.local_team!r} has no epoch {key_id!r}")
+        path = str(Path(identity_file).absolute())
+        updated = assign_identity(c.epochs, path, only=key_id)
+        changed = tuple(
+            e.key_id
+            for e in updated.epochs
+            if e.identity_path == path and key_id in (None, e.key_id)
         )
-        self.connection = _replace_identity(c, str(path))
-        self._identity, self._identity_loaded = identity, True
-        if self._workers is not None:  # they read the identity of the old record
-            self._workers.close()
-            self._workers = None
 
+        def install(conn: Any) -> None:
+            for epoch in updated.epochs:
+                if epoch.key_id in changed:
+                    assert epoch.identity_path is not None
+                    st.set_identity_path(conn, c.binding_pk, epoch.key_id, epoch.identity_path)
 
-def _replace_identity(c: st.ConnectionRecord, path: str) -> st.ConnectionRecord:
-    from dataclasses import replace
-
-    return replace(c, identity_path=path)
+        self._write("engine.identity", install)
+        self._adopt_epochs(updated)
+        return changed

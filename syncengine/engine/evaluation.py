@@ -28,7 +28,7 @@ from wire.message import Message
 from wire.outcome import Blocked, Importable
 from wire.profiles import Binding, OpenContext, open_envelope
 
-__all__ = ["JudgingPool", "Pulled", "Verdict", "judge", "start_evaluation"]
+__all__ = ["IdentityLookup", "JudgingPool", "Pulled", "Verdict", "judge", "start_evaluation"]
 
 #: (status, reason, projection): what opening one envelope amounts to.
 Verdict = tuple[str, str | None, Message | None]
@@ -44,37 +44,64 @@ class JudgingPool(Protocol):
     :func:`judge`."""
 
     def judge(
-        self, items: Sequence[tuple[Envelope, str, frozenset[str]]]
+        self, items: Sequence[tuple[Envelope, str, int, frozenset[str]]]
     ) -> Callable[[], list[Verdict] | None]: ...
+
+
+#: The identity of one epoch by ``key_id`` (``None``: not installed here).
+IdentityLookup = Callable[[str], object | None]
 
 
 def judge(
     envelope: Envelope,
     wire_id: str,
+    seq: int,
     allowed_ciphers: frozenset[str],
     connection: ConnectionRecord,
-    identity: Callable[[], object | None],
+    identity: IdentityLookup,
 ) -> Verdict:
-    """Open one envelope under ``allowed_ciphers`` (the policy at its sequence).
+    """Open one envelope at ``seq`` under ``allowed_ciphers`` (the policy at ``seq``).
 
-    The trusted epoch is the configured age-v1 ``key_id`` (none configured:
-    the envelope's own, which then has no identity → ``pending_key``). The
-    identity is asked for only when an age-v1 envelope passed policy.
+    The trusted epoch is the one the key-epoch history makes effective at
+    ``seq`` (profile "Recipient-set epochs"); a different ``key_id`` is
+    ``policy_violation``, never trial-decrypted — except a key ID this
+    machine has never heard of at a sequence its history does not yet
+    settle (at or after its newest boundary): another machine may have
+    rotated and this one not imported the snapshot yet, so the envelope
+    waits as ``pending_key`` ("beyond its verified history coverage remain
+    unprojected") and is judged again by ``reprocess`` after the import.
+    The identity is asked for only when an age-v1 envelope passed policy.
     """
+    epochs = connection.epochs
+    trusted = epochs.at(seq)
+    if (
+        envelope.cipher == "age-v1"
+        and envelope.cipher in allowed_ciphers
+        and envelope.key_id is not None
+        and (trusted is None or envelope.key_id != trusted.key_id)
+        and epochs.by_key_id(envelope.key_id) is None
+        and not epochs.covers(seq)
+    ):
+        return (
+            "pending_key",
+            f"epoch {envelope.key_id!r} is not in this machine's key-epoch history; import the "
+            "team's epoch snapshot (syncengine keys epoch import)"[:MAX_REASON_CHARS],
+            None,
+        )
     identities: dict[str, object] = {}
     if (
         envelope.cipher == "age-v1"
         and envelope.cipher in allowed_ciphers
-        and connection.age_key_id is not None
-        and envelope.key_id == connection.age_key_id
+        and trusted is not None
+        and envelope.key_id == trusted.key_id
     ):
-        loaded = identity()
+        loaded = identity(trusted.key_id)
         if loaded is not None:
-            identities[connection.age_key_id] = loaded
+            identities[trusted.key_id] = loaded
     ctx = OpenContext(
         binding=Binding(connection.remote_team_id, wire_id, connection.protocol_version),
         allowed_ciphers=allowed_ciphers,
-        trusted_key_id=connection.age_key_id,
+        trusted_key_id=trusted.key_id if trusted is not None else None,
         identities=identities,
         max_blob_bytes=MAX_BLOB_BYTES,
     )
@@ -91,7 +118,7 @@ def start_evaluation(
     caps: Capabilities,
     history: SecurityHistory,
     connection: ConnectionRecord,
-    identity: Callable[[], object | None],
+    identity: IdentityLookup,
     workers: Callable[[int], JudgingPool | None],
 ) -> Callable[[], list[SyncPullMessage]]:
     """Start evaluating a page; the result, called, gives the page's
@@ -107,10 +134,13 @@ def start_evaluation(
     pool = workers(sealed) if sealed else None
     pending: Callable[[], list[Verdict] | None] | None = None
     if pool is not None:
-        identity()  # an unreadable identity file fails here, named, not in a worker
+        # An unreadable identity file fails here, named, not in a worker.
+        for key_id in {item[3].key_id for item in page if item[3].cipher == "age-v1"}:
+            if key_id is not None and connection.epochs.by_key_id(key_id) is not None:
+                identity(key_id)
         pending = pool.judge(
             [
-                (item[3], item[1], policy.allowed_ciphers)
+                (item[3], item[1], item[0], policy.allowed_ciphers)
                 for item, policy in zip(page, policies, strict=True)
             ]
         )
@@ -119,7 +149,7 @@ def start_evaluation(
         verdicts = pending() if pending is not None else None
         if verdicts is None:
             verdicts = [
-                judge(item[3], item[1], policy.allowed_ciphers, connection, identity)
+                judge(item[3], item[1], item[0], policy.allowed_ciphers, connection, identity)
                 for item, policy in zip(page, policies, strict=True)
             ]
         return [

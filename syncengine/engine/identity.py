@@ -20,14 +20,16 @@ __all__ = ["read_identity"]
 _MAX_IDENTITY_BYTES = 64 * 1024
 
 
-def read_identity(connection: ConnectionRecord, path: Path) -> object:
-    """Read and validate an identity file against the epoch manifest; errors
-    name the path and the rule, never a byte of the file."""
+def read_identity(connection: ConnectionRecord, path: Path, key_id: str | None = None) -> object:
+    """Read and validate an identity file against the manifest of epoch
+    ``key_id`` (default: the current epoch); errors name the path and the
+    rule, never a byte of the file."""
     from syncengine.private_files import PrivateFileRefused, read_private_file
     from wire.age_profile import EpochManifest, install_identity
     from wire.errors import WireError
 
-    assert connection.age_key_id is not None
+    epoch = connection.epochs.current if key_id is None else connection.epochs.by_key_id(key_id)
+    assert epoch is not None
     try:
         data = read_private_file(path, "identity file", _MAX_IDENTITY_BYTES)
     except PrivateFileRefused as exc:
@@ -37,10 +39,10 @@ def read_identity(connection: ConnectionRecord, path: Path) -> object:
             "symlink), or install another with 'syncengine security identity FILE'.",
         ) from None
     try:
-        manifest = EpochManifest.from_strings(connection.age_key_id, connection.age_recipients)
+        manifest = EpochManifest.from_strings(epoch.key_id, epoch.recipients)
         return install_identity(manifest, data)
     except WireError as exc:
         raise ConfigurationError(
-            f"identity file {path} is not usable for epoch {connection.age_key_id!r}: {exc.rule}",
+            f"identity file {path} is not usable for epoch {epoch.key_id!r}: {exc.rule}",
             remediation="Use the identity whose recipient is in the epoch's recipients file.",
         ) from None

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from syncengine.engine.epochs import EpochHistory, KeyEpoch
 from syncengine.engine.errors import AlreadyConnected, FailureRecord, NotConnected
 from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
 from syncengine.http.errors import EngineState
@@ -25,6 +26,7 @@ from syncengine.store.errors import UnknownTeam
 __all__ = [
     "ConnectionRecord",
     "EngineStatusRow",
+    "append_key_epoch",
     "append_security_entry",
     "clear_halt",
     "clear_resync",
@@ -32,6 +34,7 @@ __all__ = [
     "insert_connection",
     "list_connections",
     "load_halt",
+    "load_key_epochs",
     "load_security_history",
     "load_seen",
     "load_status",
@@ -54,7 +57,7 @@ STATES: tuple[str, ...] = ("connected", "ok", *(state.value for state in EngineS
 _SELECT = """
     SELECT e.binding_pk, t.name, e.endpoint, b.server_instance_id, b.remote_team_id,
            b.protocol_version, e.remote_team_name, e.credential_id, e.credential_path,
-           e.age_key_id, e.age_recipients, e.identity_path, e.connected_at
+           e.connected_at
     FROM engine_bindings AS e
     JOIN sync_bindings AS b ON b.binding_pk = e.binding_pk
     JOIN teams AS t ON t.team_pk = e.team_pk
@@ -74,10 +77,8 @@ class ConnectionRecord:
     remote_team_name: str
     credential_id: str
     credential_path: str
-    age_key_id: str | None
-    age_recipients: tuple[str, ...]
-    identity_path: str | None
     connected_at: str
+    epochs: EpochHistory
 
     @property
     def key(self) -> BindingKey:
@@ -87,11 +88,27 @@ class ConnectionRecord:
 
     @property
     def age_configured(self) -> bool:
-        return self.age_key_id is not None
+        return self.epochs.configured
+
+    @property
+    def age_key_id(self) -> str | None:
+        """The current (newest) epoch's key ID."""
+        current = self.epochs.current
+        return current.key_id if current else None
+
+    @property
+    def age_recipients(self) -> tuple[str, ...]:
+        current = self.epochs.current
+        return current.recipients if current else ()
+
+    @property
+    def identity_path(self) -> str | None:
+        """This machine's identity for the current epoch, if installed."""
+        current = self.epochs.current
+        return current.identity_path if current else None
 
 
-def _record(row: tuple[Any, ...]) -> ConnectionRecord:
-    recipients = tuple(row[10].split("\n")) if row[10] else ()
+def _record(conn: Any, row: tuple[Any, ...]) -> ConnectionRecord:
     return ConnectionRecord(
         binding_pk=row[0],
         local_team=row[1],
@@ -102,15 +119,43 @@ def _record(row: tuple[Any, ...]) -> ConnectionRecord:
         remote_team_name=row[6],
         credential_id=row[7],
         credential_path=row[8],
-        age_key_id=row[9],
-        age_recipients=recipients,
-        identity_path=row[11],
-        connected_at=row[12],
+        connected_at=row[9],
+        epochs=load_key_epochs(conn, row[0]),
+    )
+
+
+def load_key_epochs(conn: Any, binding_pk: int) -> EpochHistory:
+    rows = conn.execute(
+        "SELECT revision, effective_from_seq, key_id, recipients, identity_path"
+        " FROM engine_key_epochs WHERE binding_pk = ? ORDER BY revision",
+        (binding_pk,),
+    ).fetchall()
+    return EpochHistory(
+        tuple(KeyEpoch(r[0], r[1], r[2], tuple(r[3].split("\n")), r[4]) for r in rows)
+    )
+
+
+def append_key_epoch(conn: Any, binding_pk: int, epoch: KeyEpoch, now: str) -> None:
+    """Append one epoch; the primary key and ``UNIQUE (key_id)`` refuse a
+    concurrent duplicate revision or a reused key ID."""
+    conn.execute(
+        "INSERT INTO engine_key_epochs (binding_pk, revision, effective_from_seq, key_id,"
+        " recipients, identity_path, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            binding_pk,
+            epoch.revision,
+            epoch.effective_from_seq,
+            epoch.key_id,
+            "\n".join(epoch.recipients),
+            epoch.identity_path,
+            now,
+        ),
     )
 
 
 def list_connections(conn: Any) -> list[ConnectionRecord]:
-    return [_record(row) for row in conn.execute(_SELECT + " ORDER BY t.name").fetchall()]
+    rows = conn.execute(_SELECT + " ORDER BY t.name").fetchall()
+    return [_record(conn, row) for row in rows]
 
 
 def connection_for(conn: Any, local_team: str | None) -> ConnectionRecord:
@@ -129,7 +174,7 @@ def connection_for(conn: Any, local_team: str | None) -> ConnectionRecord:
     row = conn.execute(_SELECT + " WHERE t.name = ?", (local_team,)).fetchone()
     if row is None:
         raise NotConnected(f"team {local_team!r} is not connected to a relay")
-    return _record(row)
+    return _record(conn, row)
 
 
 def insert_connection(
@@ -140,14 +185,13 @@ def insert_connection(
     remote_team_name: str,
     credential_id: str,
     credential_path: str,
-    age_key_id: str | None,
-    age_recipients: tuple[str, ...],
-    identity_path: str | None,
-    mode: SecurityMode,
+    epochs: EpochHistory,
+    security: SecurityHistory,
     now: str,
 ) -> SyncBinding:
     """Create the local team if absent, the Stage-1 binding, the connection,
-    security revision 0 (from sequence 1) and the status row — together."""
+    its key-epoch and security histories (revision 0 from sequence 1, or a
+    whole imported history) and the status row — together."""
     try:
         team_key = teams.team_pk(conn, key.local_team)
     except UnknownTeam:
@@ -161,26 +205,13 @@ def insert_connection(
     binding = open_binding(conn, key, now)
     conn.execute(
         "INSERT INTO engine_bindings (binding_pk, team_pk, endpoint, remote_team_name,"
-        " credential_id, credential_path, age_key_id, age_recipients, identity_path,"
-        " connected_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            binding.pk,
-            team_key,
-            endpoint,
-            remote_team_name,
-            credential_id,
-            credential_path,
-            age_key_id,
-            "\n".join(age_recipients) if age_key_id is not None else None,
-            identity_path,
-            now,
-        ),
+        " credential_id, credential_path, connected_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (binding.pk, team_key, endpoint, remote_team_name, credential_id, credential_path, now),
     )
-    conn.execute(
-        "INSERT INTO engine_security_history (binding_pk, revision, effective_from_seq,"
-        " minimum_security_mode, recorded_at) VALUES (?, 0, 1, ?, ?)",
-        (binding.pk, mode.value, now),
-    )
+    for entry in security.entries:
+        append_security_entry(conn, binding.pk, entry, now)
+    for epoch in epochs.epochs:
+        append_key_epoch(conn, binding.pk, epoch, now)
     conn.execute(
         "INSERT INTO engine_status (binding_pk, state) VALUES (?, 'connected')", (binding.pk,)
     )
@@ -205,10 +236,14 @@ def append_security_entry(conn: Any, binding_pk: int, entry: SecurityEntry, now:
     )
 
 
-def set_identity_path(conn: Any, binding_pk: int, path: str) -> None:
+def set_identity_path(conn: Any, binding_pk: int, key_id: str, path: str) -> None:
+    """This machine's identity for epoch ``key_id`` (a path, never the secret)."""
     conn.execute(
-        "UPDATE engine_bindings SET identity_path = ? WHERE binding_pk = ?", (path, binding_pk)
+        "UPDATE engine_key_epochs SET identity_path = ? WHERE binding_pk = ? AND key_id = ?",
+        (path, binding_pk, key_id),
     )
+    if conn.changes() != 1:
+        raise RuntimeError(f"epoch {key_id!r} of binding {binding_pk} vanished")
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,7 +384,12 @@ def replace_credential(
 def remove_connection(conn: Any, binding_pk: int) -> None:
     """``disconnect``: the connection goes (status, security history, the
     engine row); the Stage-1 binding and everything it maps stays."""
-    for table in ("engine_status", "engine_security_history", "engine_bindings"):
+    for table in (
+        "engine_status",
+        "engine_security_history",
+        "engine_key_epochs",
+        "engine_bindings",
+    ):
         conn.execute(f"DELETE FROM {table} WHERE binding_pk = ?", (binding_pk,))
 
 

@@ -136,13 +136,13 @@ class Workers:
         return items
 
     def judge(
-        self, items: Sequence[tuple[Envelope, str, frozenset[str]]]
+        self, items: Sequence[tuple[Envelope, str, int, frozenset[str]]]
     ) -> Callable[[], list[Verdict] | None]:
         """Start opening ``(envelope, wire ID, allowed ciphers)`` items on the
         workers and return at once; calling the result waits for the verdicts,
         or gives ``None`` if the workers failed (the caller then opens
         in-process). The engine applies the previous page meanwhile."""
-        wire = [(e.v, e.cipher, e.key_id, e.blob, w, allowed) for e, w, allowed in items]
+        wire = [(e.v, e.cipher, e.key_id, e.blob, w, seq, allowed) for e, w, seq, allowed in items]
         return self._submit(_judge_part, wire)
 
     # -- plumbing -------------------------------------------------------------------
@@ -196,7 +196,7 @@ def _nothing() -> None:
 # -- inside a worker process --------------------------------------------------------
 
 _connection: ConnectionRecord | None = None
-_identity: list[object | None] = []
+_identity: dict[str, object | None] = {}
 
 
 def _initialize(connection: ConnectionRecord, engine_pid: int) -> None:
@@ -237,26 +237,29 @@ def _follow_engine(engine_pid: int) -> None:
     threading.Thread(target=watch, name="syncengine-worker-watch", daemon=True).start()
 
 
-def _worker_identity() -> object | None:
-    if not _identity:
+def _worker_identity(key_id: str) -> object | None:
+    if key_id not in _identity:
         from syncengine.engine.identity import read_identity
 
         assert _connection is not None
-        path = _connection.identity_path
-        _identity.append(None if path is None else read_identity(_connection, Path(path)))
-    return _identity[0]
+        epoch = _connection.epochs.by_key_id(key_id)
+        path = epoch.identity_path if epoch is not None else None
+        _identity[key_id] = None if path is None else read_identity(_connection, Path(path), key_id)
+    return _identity[key_id]
 
 
 def _judge_part(
-    part: tuple[list[tuple[int, str, str | None, str, str, frozenset[str]]]],
+    part: tuple[list[tuple[int, str, str | None, str, str, int, frozenset[str]]]],
 ) -> list[Verdict]:
     from syncengine.engine.evaluation import judge
     from wire.envelope import Envelope
 
     assert _connection is not None
     return [
-        judge(Envelope(v, cipher, key_id, blob), wire_id, allowed, _connection, _worker_identity)
-        for v, cipher, key_id, blob, wire_id, allowed in part[0]
+        judge(
+            Envelope(v, cipher, key_id, blob), wire_id, seq, allowed, _connection, _worker_identity
+        )
+        for v, cipher, key_id, blob, wire_id, seq, allowed in part[0]
     ]
 
 

@@ -460,6 +460,43 @@ def _v10_restore_adoption(conn: Any) -> None:
     )
 
 
+def _v11_key_epochs(conn: Any) -> None:
+    """``engine_key_epochs``: the sequence-effective key-epoch history of each
+    connection (docs/spec/age-v1-profile.md "Recipient-set epochs";
+    syncengine/engine/epochs.py). The one epoch ``engine_bindings`` held
+    becomes revision 0 from sequence 1, and those columns are cleared: the
+    history is the only place an epoch lives. Triggers keep it append-only —
+    only a row's identity *path* (this machine's, not the team's) may change.
+    """
+    conn.execute(
+        """
+        CREATE TABLE engine_key_epochs (
+            binding_pk         INTEGER NOT NULL REFERENCES engine_bindings (binding_pk),
+            revision           INTEGER NOT NULL CHECK (revision >= 0),
+            effective_from_seq INTEGER NOT NULL CHECK (effective_from_seq >= 1),
+            key_id             TEXT NOT NULL,
+            recipients         TEXT NOT NULL CHECK (recipients != ''),
+            identity_path      TEXT,
+            recorded_at        TEXT NOT NULL,
+            PRIMARY KEY (binding_pk, revision),
+            UNIQUE (binding_pk, key_id),
+            CHECK (revision > 0 OR effective_from_seq = 1)
+        ) STRICT;
+        CREATE TRIGGER engine_key_epochs_immutable
+            BEFORE UPDATE OF binding_pk, revision, effective_from_seq, key_id, recipients
+            ON engine_key_epochs
+            BEGIN SELECT RAISE(ABORT, 'key epochs are append-only'); END;
+        INSERT INTO engine_key_epochs
+            (binding_pk, revision, effective_from_seq, key_id, recipients, identity_path,
+             recorded_at)
+            SELECT binding_pk, 0, 1, age_key_id, age_recipients, identity_path, connected_at
+            FROM engine_bindings WHERE age_key_id IS NOT NULL;
+        UPDATE engine_bindings SET age_key_id = NULL, age_recipients = NULL,
+            identity_path = NULL;
+        """
+    )
+
+
 #: Migration ``i`` takes the schema from version ``i`` to ``i + 1``.
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v1_registry,
@@ -472,6 +509,7 @@ MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v8_seen_relay_state,
     _v9_envelope_heads,
     _v10_restore_adoption,
+    _v11_key_epochs,
 )
 LATEST_VERSION = len(MIGRATIONS)
 

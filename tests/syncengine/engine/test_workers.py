@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from syncengine.engine import Engine
+from syncengine.engine.epochs import EpochHistory, KeyEpoch
 from syncengine.engine.errors import ConfigurationError
 from syncengine.engine.evaluation import Verdict, judge
 from syncengine.engine.identity import read_identity
@@ -89,10 +90,18 @@ def make_connection(keys: Keys, identity_path: Path | None) -> ConnectionRecord:
         remote_team_name="fake-team",
         credential_id=new_uuid7(),
         credential_path="/nonexistent/credential",
-        age_key_id=KEY_ID,
-        age_recipients=keys.recipients,
-        identity_path=None if identity_path is None else str(identity_path),
         connected_at=AT,
+        epochs=EpochHistory(
+            (
+                KeyEpoch(
+                    0,
+                    1,
+                    KEY_ID,
+                    keys.recipients,
+                    None if identity_path is None else str(identity_path),
+                ),
+            )
+        ),
     )
 
 
@@ -246,15 +255,15 @@ def test_a_message_too_large_is_blocked_on_workers_exactly_as_in_process(
 
 # -- opening ---------------------------------------------------------------------------
 
-#: (envelope, wire ID, ciphers the policy allows): one item for Workers.judge.
-Item = tuple[Envelope, str, frozenset[str]]
+#: (envelope, wire ID, server_seq, ciphers the policy allows): one item for Workers.judge.
+Item = tuple[Envelope, str, int, frozenset[str]]
 
 
 def judge_items(keys: Keys, connection: ConnectionRecord) -> list[Item]:
     both = frozenset({"none", "age-v1"})
     age_only = frozenset({"age-v1"})
     stranger = X25519Identity.generate().recipient.to_string()
-    items: list[Item] = []
+    items: list[tuple[Envelope, str, frozenset[str]]] = []
     for i in range(6):
         env, wire_id = sealed_to(connection, f"for bob {i}", keys.recipients)
         items.append((env, wire_id, both))
@@ -268,13 +277,16 @@ def judge_items(keys: Keys, connection: ConnectionRecord) -> list[Item]:
     items.append((seal(Message("plain ok", AT, "alice", "bob"), "none"), new_uuid4(), both))
     env, wire_id = sealed_to(connection, "age not allowed", keys.recipients)
     items.append((env, wire_id, frozenset({"none"})))
-    return items
+    return [(e, w, seq, allowed) for seq, (e, w, allowed) in enumerate(items, start=1)]
 
 
 def in_process(items: list[Item], connection: ConnectionRecord) -> list[Verdict]:
     assert connection.identity_path is not None
     identity = read_identity(connection, Path(connection.identity_path))
-    return [judge(e, w, allowed, connection, lambda: identity) for e, w, allowed in items]
+    return [
+        judge(e, w, seq, allowed, connection, lambda key_id: identity)
+        for e, w, seq, allowed in items
+    ]
 
 
 def test_verdicts_from_workers_equal_the_in_process_verdicts(
@@ -295,7 +307,7 @@ def test_verdicts_from_workers_carry_the_opened_messages_in_order(
     pool: Workers, keys: Keys, connection: ConnectionRecord
 ) -> None:
     items = [sealed_to(connection, f"m{i}", keys.recipients) for i in range(50)]
-    verdicts = pool.judge([(e, w, frozenset({"age-v1"})) for e, w in items])()
+    verdicts = pool.judge([(e, w, 1, frozenset({"age-v1"})) for e, w in items])()
     assert verdicts is not None
     assert [(s, r) for s, r, _ in verdicts] == [("importable", None)] * 50
     assert [p.body for _, _, p in verdicts if p is not None] == [f"m{i}" for i in range(50)]
@@ -311,8 +323,8 @@ def test_workers_without_an_identity_leave_age_pending_key_as_in_process(keys: K
     try:
         items = [sealed_to(connection, f"m{i}", keys.recipients) for i in range(4)]
         allowed = frozenset({"age-v1"})
-        verdicts = workers.judge([(e, w, allowed) for e, w in items])()
-        expected = [judge(e, w, allowed, connection, lambda: None) for e, w in items]
+        verdicts = workers.judge([(e, w, 1, allowed) for e, w in items])()
+        expected = [judge(e, w, 1, allowed, connection, lambda key_id: None) for e, w in items]
         assert verdicts == expected
         assert [status for status, _, _ in expected] == ["pending_key"] * 4
         assert workers.available
@@ -331,7 +343,7 @@ def test_workers_without_processes_are_unavailable_and_decline_every_job(
         assert not workers.available
         assert workers.seal(local_messages(3), age_request(keys), connection.key) is None
         env, wire_id = sealed_to(connection, "x", keys.recipients)
-        assert workers.judge([(env, wire_id, frozenset({"age-v1"}))])() is None
+        assert workers.judge([(env, wire_id, 1, frozenset({"age-v1"}))])() is None
     finally:
         workers.close()
 
@@ -352,7 +364,7 @@ def test_a_pool_that_cannot_start_declines_and_is_never_started_again(
         assert workers.seal(local_messages(3), age_request(keys), connection.key) is None
         assert not workers.available
         env, wire_id = sealed_to(connection, "x", keys.recipients)
-        assert workers.judge([(env, wire_id, frozenset({"age-v1"}))])() is None
+        assert workers.judge([(env, wire_id, 1, frozenset({"age-v1"}))])() is None
         assert starts == [1]
     finally:
         workers.close()
@@ -369,7 +381,7 @@ def test_a_killed_worker_degrades_the_pool_to_none_instead_of_raising(
         for pid in list(executor._processes):  # the worker this test started
             os.kill(pid, signal.SIGKILL)
         items = [sealed_to(connection, f"m{i}", keys.recipients) for i in range(4)]
-        assert workers.judge([(e, w, frozenset({"age-v1"})) for e, w in items])() is None
+        assert workers.judge([(e, w, 1, frozenset({"age-v1"})) for e, w in items])() is None
         assert not workers.available
         assert workers.seal(local_messages(2), age_request(keys), connection.key) is None
     finally:
@@ -383,7 +395,7 @@ def test_a_worker_that_cannot_read_the_identity_degrades_to_none(
     workers = Workers(connection, 2)
     try:
         items = [sealed_to(connection, f"m{i}", keys.recipients) for i in range(4)]
-        assert workers.judge([(e, w, frozenset({"age-v1"})) for e, w in items])() is None
+        assert workers.judge([(e, w, 1, frozenset({"age-v1"})) for e, w in items])() is None
         assert not workers.available
     finally:
         workers.close()

@@ -1,0 +1,162 @@
+"""``syncengine keys epoch``: the key-epoch history of a connected team.
+
+* ``list`` shows every epoch: revision, first sequence, key ID, number of
+  recipients and whether this machine holds its identity;
+* ``add --key-id K --recipients-file F [--identity FILE]`` schedules a
+  rotation at the relay's next sequence boundary (specs/engine.md "Key
+  epochs"). Adding a machine is a new epoch whose recipients include it;
+  removing one is a new epoch without it — and revoking its credential;
+* ``export --output FILE`` writes the team's epoch snapshot and prints its
+  SHA-256 digest, which the operator confirms on the other machine;
+* ``import --file F --confirm-digest SHA256`` appends what a snapshot adds;
+  a snapshot older than, or diverging from, this machine's history is
+  refused.
+
+Before ``add``, stop every other writer of the team (the relay does not
+enforce key IDs; profile "Multi-writer cutover protocol"); afterwards export
+the snapshot, import it on every machine, then resume them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from syncengine.cli.engine import _common, _deadline_option, _emit, _engine, _guarded
+
+__all__ = ["register"]
+
+
+def register(actions: Any) -> None:
+    """Add ``epoch`` to the ``keys`` actions."""
+    epoch = actions.add_parser(
+        "epoch",
+        help="the team's age-v1 key epochs: list, add, export, import",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    steps = epoch.add_subparsers(dest="epoch_action", metavar="ACTION")
+    steps.required = True
+
+    listing = steps.add_parser("list", help="the key-epoch history")
+    _common(listing)
+    listing.set_defaults(handler=_list)
+
+    add = steps.add_parser("add", help="rotate at the relay's next sequence boundary")
+    add.add_argument("--key-id", required=True, metavar="K", help="a new, unused key ID")
+    add.add_argument("--recipients-file", required=True, metavar="F", help="its manifest")
+    add.add_argument(
+        "--identity",
+        metavar="FILE",
+        help="this machine's identity for it (default: keep the current one if it is a recipient)",
+    )
+    _common(add)
+    _deadline_option(add)
+    add.set_defaults(handler=_add)
+
+    export = steps.add_parser("export", help="write the epoch snapshot for another machine")
+    export.add_argument("--output", required=True, metavar="FILE", help="file to create")
+    _common(export)
+    export.set_defaults(handler=_export)
+
+    imported = steps.add_parser("import", help="append the epochs of a confirmed snapshot")
+    imported.add_argument("--file", required=True, metavar="F", help="the snapshot")
+    imported.add_argument(
+        "--confirm-digest", required=True, metavar="SHA256", help="its digest, confirmed live"
+    )
+    _common(imported)
+    imported.set_defaults(handler=_import)
+
+
+def _epoch_line(obj: dict[str, Any]) -> str:
+    identity = obj["identity_file"] or "no identity here"
+    return (
+        f"{obj['revision']:>4}  from {obj['effective_from_seq']:>8}  {obj['key_id']}  "
+        f"{obj['recipients']} recipient(s)  {identity}"
+    )
+
+
+def _list(args: argparse.Namespace) -> int:
+    def action() -> int:
+        with _engine(args) as engine:
+            epochs = [e.to_obj() for e in engine.connection.epochs.epochs]
+        text = "\n".join(_epoch_line(e) for e in epochs) or "no age-v1 epoch (a plaintext team)"
+        _emit(args, {"ok": True, "epochs": epochs}, text)
+        return 0
+
+    return _guarded(args, action)
+
+
+def _add(args: argparse.Namespace) -> int:
+    def action() -> int:
+        with _engine(args) as engine, engine.lock():
+            epoch = engine.add_epoch(args.key_id, args.recipients_file, args.identity)
+            digest = engine.epoch_snapshot().digest()
+        obj = {"ok": True, "epoch": epoch.to_obj(), "snapshot_sha256": digest}
+        text = (
+            f"epoch {epoch.key_id} (revision {epoch.revision}) takes effect from sequence "
+            f"{epoch.effective_from_seq}; snapshot digest {digest}\n"
+            "next: 'syncengine keys epoch export --output FILE', then on every other machine "
+            "'syncengine keys epoch import --file FILE --confirm-digest DIGEST'"
+        )
+        if epoch.identity_path is None:
+            text += "\nnote: this machine holds no identity for the new epoch"
+        _emit(args, obj, text)
+        return 0
+
+    return _guarded(args, action)
+
+
+def _export(args: argparse.Namespace) -> int:
+    def action() -> int:
+        with _engine(args) as engine:
+            snapshot = engine.epoch_snapshot()
+        output = Path(args.output).absolute()
+        _write_new_file(output, snapshot.encode() + b"\n")
+        digest = snapshot.digest()
+        _emit(
+            args,
+            {"ok": True, "file": str(output), "snapshot_sha256": digest},
+            f"wrote {output} ({len(snapshot.epochs)} epoch(s)); sha256 {digest}",
+        )
+        return 0
+
+    return _guarded(args, action)
+
+
+def _import(args: argparse.Namespace) -> int:
+    def action() -> int:
+        with _engine(args) as engine, engine.lock():
+            added = engine.import_epochs(args.file, args.confirm_digest)
+        rows = [e.to_obj() for e in added]
+        if not rows:
+            text = "nothing to import: this machine already holds every epoch of the snapshot"
+        else:
+            text = "\n".join(_epoch_line(e) for e in rows)
+            text += "\nrun 'syncengine reprocess' to open messages that were waiting for them"
+        _emit(args, {"ok": True, "added": rows}, text)
+        return 0
+
+    return _guarded(args, action)
+
+
+def _write_new_file(path: Path, data: bytes) -> None:
+    """Create ``path`` atomically; an existing file is never replaced."""
+    from syncengine.engine.errors import ConfigurationError
+
+    if path.exists():
+        raise ConfigurationError(f"{path} already exists; choose another --output")
+    fd, temp = tempfile.mkstemp(prefix=".epochs-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.link(temp, path)
+    except FileExistsError:
+        raise ConfigurationError(f"{path} already exists; choose another --output") from None
+    finally:
+        os.unlink(temp)
