@@ -66,7 +66,8 @@ def test_every_engine_point_is_exercised_here() -> None:
     engine_points = set(ENGINE_CRASH_POINTS)
     covered = {*CONNECT, "engine.connect.after_commit", *RECONNECT}
     covered |= {f"engine.{t}.{w}_commit"
-                for t in ("record", "roster", "resync", "resume", "security", "identity")
+                for t in ("record", "roster", "resync", "resume", "security", "identity",
+                          "epoch", "epoch_import")
                 for w in ("before", "after")}  # fmt: skip
     assert engine_points == covered
 
@@ -211,15 +212,65 @@ def test_security_set_killed_at_its_append(live: LiveRelay, tmp_path: Path, when
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_identity_install_killed_at_its_commit(live: LiveRelay, tmp_path: Path, when: str) -> None:
     a, b = _pair(live, tmp_path, age=True)
-    (old,) = _rows(a, "SELECT identity_path FROM engine_bindings")[0]
+    (old,) = _rows(a, "SELECT identity_path FROM engine_key_epochs")[0]
     moved = tmp_path / "a-moved.key"
     shutil.copy2(str(old), moved)
     moved.chmod(0o600)
     crashed = run_cli(a, "security", "identity", str(moved),
                       env={"SYNCENGINE_CRASH_AT": f"engine.identity.{when}_commit"})  # fmt: skip
     assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
-    (now,) = _rows(a, "SELECT identity_path FROM engine_bindings")[0]
+    (now,) = _rows(a, "SELECT identity_path FROM engine_key_epochs")[0]
     assert now == (old if when == "before" else str(moved))
+    _converges(a, b)
+
+
+def _epoch_2(a: Machine, tmp_path: Path) -> tuple[str, ...]:
+    """``keys epoch add`` arguments for epoch-2 over a's and b's identities."""
+    from tests.e2e.test_key_epochs import manifest
+
+    recipients = manifest(tmp_path, "epoch-2", [tmp_path / "a.key", tmp_path / "b.key"])
+    return ("keys", "epoch", "add", "--key-id", "epoch-2", "--recipients-file", str(recipients))
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_rotation_killed_at_its_commit_reruns_to_one_epoch_at_the_boundary(
+    live: LiveRelay, tmp_path: Path, when: str
+) -> None:
+    a, _b = _pair(live, tmp_path, age=True)
+    a.sync()  # sequences 1 and 2 are taken: the boundary is 3
+    add = _epoch_2(a, tmp_path)
+    crashed = run_cli(a, *add, env={"SYNCENGINE_CRASH_AT": f"engine.epoch.{when}_commit"})
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    epochs = "SELECT revision, effective_from_seq, key_id FROM engine_key_epochs ORDER BY revision"
+    assert len(_rows(a, epochs)) == (1 if when == "before" else 2)
+    rerun = run_cli(a, *add)  # converges: appended now, or already there
+    assert rerun.returncode == 0, rerun.stderr
+    assert _rows(a, epochs) == [(0, 1, "epoch-1"), (1, 3, "epoch-2")]
+    a.send("alice", "bob", "after")
+    assert run_cli(a, "sync").returncode == 0
+    sealed = _rows(a, "SELECT key_id, server_seq FROM sync_push WHERE server_seq >= 3")
+    assert sealed == [("epoch-2", 3)]
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_epoch_import_killed_at_its_commit_reruns_to_the_snapshots_history(
+    live: LiveRelay, tmp_path: Path, when: str
+) -> None:
+    a, b = _pair(live, tmp_path, age=True)
+    assert run_cli(a, *_epoch_2(a, tmp_path)).returncode == 0
+    snapshot = tmp_path / "epochs.json"
+    exported = run_cli(a, "keys", "epoch", "export", "--output", str(snapshot), "--json")
+    digest = json.loads(exported.stdout)["snapshot_sha256"]
+    imported = ("keys", "epoch", "import", "--file", str(snapshot), "--confirm-digest", digest)
+    crashed = run_cli(
+        b, *imported, env={"SYNCENGINE_CRASH_AT": f"engine.epoch_import.{when}_commit"}
+    )
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    keys = "SELECT key_id, identity_path IS NOT NULL FROM engine_key_epochs ORDER BY revision"
+    assert len(_rows(b, keys)) == (1 if when == "before" else 2)
+    rerun = run_cli(b, *imported)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _rows(b, keys) == [("epoch-1", 1), ("epoch-2", 1)]  # b's key carried over
     _converges(a, b)
 
 

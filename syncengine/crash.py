@@ -106,6 +106,12 @@ ENGINE_CRASH_POINTS: tuple[str, ...] = (
     # ``security identity``: the identity path of the age-v1 epoch.
     "engine.identity.before_commit",
     "engine.identity.after_commit",
+    # ``keys epoch add``: one key-epoch append at the relay's boundary.
+    "engine.epoch.before_commit",
+    "engine.epoch.after_commit",
+    # ``keys epoch import``: the epochs a confirmed snapshot adds.
+    "engine.epoch_import.before_commit",
+    "engine.epoch_import.after_commit",
 )
 
 #: The storage contract's and the team registry's transactions (specs/store.md

@@ -741,6 +741,10 @@ class Engine:
                 f"team {c.local_team!r} has no age-v1 epoch to rotate from",
                 remediation="Connect it with --key-id and --recipients-file.",
             )
+        if current.key_id == key_id and current.recipients == recipients:
+            # A rerun after a crash past the commit (or a repeated command):
+            # the rotation is already there; nothing is appended twice.
+            return current
         draft = c.epochs.appended(key_id, recipients, current.effective_from_seq)
         candidate = EpochHistory((*c.epochs.epochs, draft))
         if identity_file is not None:
