@@ -21,6 +21,7 @@ __all__ = [
     "CRASH_EXIT_CODE",
     "CRASH_POINTS",
     "ENGINE_CRASH_POINTS",
+    "RESTORE_CRASH_POINTS",
     "STAGE1_CRASH_POINTS",
     "STAGE2_CRASH_POINTS",
     "STORE_CRASH_POINTS",
@@ -133,9 +134,18 @@ STORE_CRASH_POINTS: tuple[str, ...] = tuple(
     for when in ("before", "after")
 )
 
-#: Every crash point: the Stage-1 ones, stage 2's, the engine's, then the store's.
+#: ``restore``'s file swap (syncengine/store/backup.py; proven by
+#: tests/e2e/test_backup_restore.py): the checked copy staged, the old store
+#: linked to its kept name, the copy renamed over the path.
+RESTORE_CRASH_POINTS: tuple[str, ...] = ("restore.staged", "restore.old_kept", "restore.swapped")
+
+#: Every crash point: the Stage-1 ones, stage 2's, the engine's, the store's, restore's.
 CRASH_POINTS: tuple[str, ...] = (
-    STAGE1_CRASH_POINTS + STAGE2_CRASH_POINTS + ENGINE_CRASH_POINTS + STORE_CRASH_POINTS
+    STAGE1_CRASH_POINTS
+    + STAGE2_CRASH_POINTS
+    + ENGINE_CRASH_POINTS
+    + STORE_CRASH_POINTS
+    + RESTORE_CRASH_POINTS
 )
 
 _ARMED: str | None = os.environ.get("SYNCENGINE_CRASH_AT") or None

@@ -75,7 +75,19 @@ def backup_store(conn: Any, output: Path) -> Path:
 def restore_store(backup: Path, store_path: Path, check: Any) -> Path | None:
     """Put ``backup`` in place of ``store_path``; returns where the replaced
     store was kept (``None`` when there was none). ``check(path)`` must raise
-    unless ``path`` is a usable store (the caller's full open check)."""
+    unless ``path`` is a usable store (the caller's full open check).
+
+    A crash at any point leaves a whole store at ``store_path`` — the old
+    one or the restored one, never neither (crash points ``restore.staged``,
+    ``restore.old_kept``, ``restore.swapped``): the old store's WAL is
+    checkpointed into its main file first, the main file is *hard-linked*
+    to the kept name (it stays at the path), its emptied ``-wal``/``-shm``
+    go, and one rename puts the checked copy over the path. A store that
+    cannot be opened to checkpoint (the damaged store a restore is for) has
+    its ``-wal``/``-shm`` kept beside the kept copy before the swap.
+    """
+    from syncengine.crash import crash_point
+
     backup = backup.absolute()
     store_path = store_path.absolute()
     if not backup.is_file():
@@ -88,18 +100,43 @@ def restore_store(backup: Path, store_path: Path, check: Any) -> Path | None:
     try:
         check(staged)
         _fsync(staged)
+        crash_point("restore.staged")
         kept = None
         if store_path.exists():
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
             kept = store_path.with_name(f"{store_path.name}.before-restore-{stamp}")
-            for suffix in ("", "-wal", "-shm"):
-                source = Path(f"{store_path}{suffix}")
-                if source.exists():
-                    os.replace(source, Path(f"{kept}{suffix}"))
+            serial = 1
+            while kept.exists():  # a rerun within the same second keeps both
+                serial += 1
+                kept = store_path.with_name(f"{store_path.name}.before-restore-{stamp}-{serial}")
+            _checkpoint(store_path)
+            os.link(store_path, kept)
+            for suffix in ("-wal", "-shm"):
+                side = Path(f"{store_path}{suffix}")
+                if side.exists():
+                    os.replace(side, Path(f"{kept}{suffix}"))
+            _fsync(store_path.parent)
+            crash_point("restore.old_kept")
         os.replace(staged, store_path)
+        crash_point("restore.swapped")
         _fsync(store_path.parent)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             staged.unlink()
         raise
     return kept
+
+
+def _checkpoint(store_path: Path) -> None:
+    """Fold the store's WAL into its main file (best effort: a damaged store
+    keeps its WAL, moved beside the kept copy)."""
+    try:
+        conn = open_connection(store_path, create=False, busy_timeout_ms=5000)
+    except Exception:
+        return
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except Exception:
+        pass
+    finally:
+        conn.close()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.crash import CRASH_EXIT_CODE
+from syncengine.crash import CRASH_EXIT_CODE, RESTORE_CRASH_POINTS
 from syncengine.store import Store
 from tests.e2e.conftest import LeanTeam, Machine, exactly_once, relay_counts, run_cli
 from tests.relay.live import LiveRelay
@@ -121,3 +121,34 @@ def test_a_restored_sync_killed_as_adoption_ends_still_sends_nothing_twice(
     b.sync()
     assert relay_counts(live, team.id) == (1, 1)
     assert _history(a) == _history(b) == [("alice", "bob", "before the backup, sent after")]
+
+
+@pytest.mark.parametrize("point", RESTORE_CRASH_POINTS)
+def test_restore_killed_mid_swap_leaves_a_whole_store_and_a_rerun_restores(
+    live: LiveRelay, tmp_path: Path, point: str
+) -> None:
+    a = LeanTeam(live, tmp_path).machine("a")
+    a.send("alice", "bob", "in the backup")
+    backup = tmp_path / "a.backup"
+    _ok(a, "backup", "--output", str(backup))
+    a.send("alice", "bob", "only in the live store")  # sits in the WAL
+    crashed = run_cli(a, "restore", "--input", str(backup), env={"SYNCENGINE_CRASH_AT": point})
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    with Store(a.store) as store:  # never no store, never a torn one
+        store.check()
+        bodies = sorted(m.body for m in store.history("crew"))
+    swapped = point == "restore.swapped"
+    assert bodies == (["in the backup"] if swapped else ["in the backup", "only in the live store"])
+    if not swapped:
+        _ok(a, "restore", "--input", str(backup))
+        assert [m for _, _, m in _history(a)] == ["in the backup"]
+    kept = sorted(
+        p
+        for p in a.store.parent.glob("*.before-restore-*")
+        if not p.name.endswith(("-wal", "-shm"))
+    )
+    with Store(kept[0]) as old:  # the first replaced store is kept whole
+        assert sorted(m.body for m in old.history("crew")) == [
+            "in the backup",
+            "only in the live store",
+        ]
