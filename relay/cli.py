@@ -4,7 +4,8 @@ Subcommands (each takes ``--database URL|PATH`` and ``--json``):
 
 * ``init``                      create the database and its immutable server_instance_id
 * ``migrate``                   bring an existing database to this release's schema
-* ``serve``                     run HTTP API v1 (127.0.0.1 by default)
+* ``serve``                     run HTTP API v1 (127.0.0.1 by default; ``/metrics``,
+                                JSON or text access logs, TLS, graceful SIGTERM)
 * ``team apply DOC.json``       atomically replace a team's roster (creates the team)
 * ``token issue --team ID``     one pairing token, printed once to stdout
 * ``credential list|revoke``    device credentials (IDs only; secrets are never stored)
@@ -35,9 +36,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from relay.config import RETENTION_ENV, default_database, parse_retention
+from relay.config import (
+    DEFAULT_SHUTDOWN_TIMEOUT_S,
+    RETENTION_ENV,
+    default_database,
+    parse_retention,
+)
 from relay.errors import OperatorError, RelayError
 from relay.limits import PAIRING_TOKEN_TTL_SECONDS
+from relay.logformat import LOG_FORMATS
 from relay.provisioning import parse_provisioning_document
 from relay.secrets import hash_secret, new_pairing_token, timestamp, utc_now
 from relay.storage import location
@@ -81,6 +88,31 @@ def register(subparsers: Any) -> None:
     )
     serve.add_argument("--busy-timeout-ms", type=int, default=5000, help=argparse.SUPPRESS)
     serve.add_argument("--no-access-log", action="store_true")
+    serve.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="json",
+        help="access and error log lines on stderr: one JSON object each, or short text",
+    )
+    serve.add_argument(
+        "--metrics",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve GET /metrics (Prometheus text); default: only on a loopback address",
+    )
+    serve.add_argument(
+        "--shutdown-timeout",
+        type=_positive_seconds,
+        default=DEFAULT_SHUTDOWN_TIMEOUT_S,
+        metavar="SECONDS",
+        help="on SIGTERM, how long in-flight requests may finish (default %(default)s)",
+    )
+    serve.add_argument(
+        "--tls-certfile", type=Path, default=None, help="serve HTTPS: PEM certificate chain"
+    )
+    serve.add_argument(
+        "--tls-keyfile", type=Path, default=None, help="its unencrypted PEM private key (0600)"
+    )
 
     team = actions.add_parser("team", help="provision teams")
     team_actions = team.add_subparsers(dest="team_action", metavar="ACTION")
@@ -126,6 +158,16 @@ def register(subparsers: Any) -> None:
     retain.add_argument("--through", required=True)
 
     command("status", "show teams and their sequences", _status)
+
+
+def _positive_seconds(value: str) -> int:
+    try:
+        seconds = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of seconds: {value!r}") from None
+    if seconds < 1:
+        raise argparse.ArgumentTypeError("must be at least 1 second")
+    return seconds
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -218,7 +260,7 @@ def _migrate(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     try:
-        from relay.server import serve  # uvicorn only loads for this command
+        from relay.server import ServeOptions, serve  # uvicorn only loads for this command
     except ImportError as exc:
         raise OperatorError(
             f"the relay server needs the 'relay' extra ({exc.name or 'starlette/uvicorn'} "
@@ -229,7 +271,17 @@ def _serve(args: argparse.Namespace) -> int:
     raw = args.retention_max_live_messages
     retention = parse_retention(raw if raw is not None else os.environ.get(RETENTION_ENV))
     store = _open(args, busy_timeout_ms=args.busy_timeout_ms, retention_max_live_messages=retention)
-    serve(store, args.host, args.port, access_log=not args.no_access_log)
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        access_log=not args.no_access_log,
+        log_format=args.log_format,
+        metrics=args.metrics,
+        shutdown_timeout=args.shutdown_timeout,
+        tls_certfile=args.tls_certfile,
+        tls_keyfile=args.tls_keyfile,
+    )
+    serve(store, options)
     return EXIT_OK
 
 

@@ -23,6 +23,9 @@ from wire.scalars import parse_seq
 DB_ENV = "SYNCENGINE_RELAY_DB"
 DATABASE_ENV = "SYNCENGINE_RELAY_DATABASE"
 RETENTION_ENV = "SYNCENGINE_RELAY_RETENTION_MAX_LIVE_MESSAGES"
+#: ``relay serve --shutdown-timeout`` default: after SIGTERM, in-flight
+#: requests get this long to finish before uvicorn cancels them.
+DEFAULT_SHUTDOWN_TIMEOUT_S = 10
 
 
 def default_db_path(env: Mapping[str, str] | None = None) -> Path:

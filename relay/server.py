@@ -2,74 +2,155 @@
 
 Binding first lets ``--port 0`` pick an ephemeral port and report the real
 one (tests and benchmarks read the ``listening`` line) before any request is
-accepted. Access logs are the relay's own structured lines; uvicorn's access
-log is off because it would print query strings and client addresses in a
-format we do not control.
+accepted, and lets the ``/metrics`` default follow the address actually
+bound: on by default only when that is a loopback address (specs/relay.md
+"Operations"). Access logs are the relay's own records (relay/logformat.py);
+uvicorn's access log is off because it would print query strings and client
+addresses in a format we do not control.
+
+Shutdown: SIGTERM or SIGINT closes the listening socket at once (new
+connections are refused), lets in-flight requests finish for at most
+``shutdown_timeout`` seconds, then returns, so ``relay serve`` exits 0.
+uvicorn re-raises the signal it caught once it has finished; the handler
+installed here receives that second delivery instead of the default action
+(which would kill the process with the signal after a clean drain).
+
+TLS is uvicorn's own (``ssl_certfile``/``ssl_keyfile``); the certificate and
+key are loaded before the ``listening`` line, so a bad file fails startup
+with an operator error. A key protected by a passphrase is not offered: the
+passphrase would have to come from argv or the environment.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
-import logging
+import signal
 import socket
+import ssl
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 import uvicorn
 
+from relay.config import DEFAULT_SHUTDOWN_TIMEOUT_S
+from relay.errors import OperatorError
 from relay.http.app import create_app
+from relay.logformat import LogFormat, configure_logging
 from relay.storage.base import RelayStore
 
-
-def configure_logging(stream: TextIO = sys.stderr, level: int = logging.INFO) -> None:
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    for name in ("relay.access", "relay.retention", "relay.storage", "relay.errors"):
-        logger = logging.getLogger(name)
-        logger.handlers[:] = [handler]
-        logger.setLevel(level)
-        logger.propagate = False
+__all__ = ["ServeOptions", "is_loopback", "metrics_enabled", "serve"]
 
 
-def serve(
-    store: RelayStore,
-    host: str,
-    port: int,
-    *,
-    announce: TextIO = sys.stdout,
-    access_log: bool = True,
-) -> None:
-    configure_logging(level=logging.INFO if access_log else logging.WARNING)
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    """Everything ``relay serve`` decides about the listener, as the CLI parsed it."""
+
+    host: str = "127.0.0.1"
+    port: int = 8787
+    access_log: bool = True
+    log_format: LogFormat = "json"
+    #: ``True``/``False`` from ``--metrics``/``--no-metrics``; ``None``: loopback only.
+    metrics: bool | None = None
+    shutdown_timeout: int = DEFAULT_SHUTDOWN_TIMEOUT_S
+    tls_certfile: Path | None = None
+    tls_keyfile: Path | None = None
+
+
+def is_loopback(address: str) -> bool:
+    """Whether a bound address is loopback (127/8, ::1, or ::ffff:127.x.y.z)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped.is_loopback
+    return ip.is_loopback
+
+
+def metrics_enabled(flag: bool | None, bound_address: str) -> bool:
+    """The operator's explicit choice, else on exactly when bound to loopback."""
+    return is_loopback(bound_address) if flag is None else flag
+
+
+#: uvicorn's default listen backlog.
+_BACKLOG = 2048
+
+
+def _bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # Accepted sockets inherit TCP_NODELAY; without it the separate header and
     # body writes of a response wait on the peer's delayed ACK (~40 ms).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((host, port))
-    bound_port = sock.getsockname()[1]
-    app = create_app(store)
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,
-        server_header=False,
-        date_header=True,
-        timeout_graceful_shutdown=5,
-    )
-    server = uvicorn.Server(config)
-    announce.write(
-        json.dumps(
-            {
-                "event": "listening",
-                "host": host,
-                "port": bound_port,
-                "server_instance_id": store.server_instance_id,
-            }
+    # Listen before the ``listening`` line: a client that reads it and connects
+    # at once is queued in the backlog rather than refused while uvicorn starts.
+    sock.listen(_BACKLOG)
+    return sock
+
+
+def _tls_files(options: ServeOptions) -> tuple[str | None, str | None]:
+    if (options.tls_certfile is None) != (options.tls_keyfile is None):
+        raise OperatorError(
+            "--tls-certfile and --tls-keyfile go together",
+            "pass both (the certificate chain and its unencrypted private key), or neither",
         )
-        + "\n"
-    )
-    announce.flush()
+    if options.tls_certfile is None or options.tls_keyfile is None:
+        return None, None
+    return str(options.tls_certfile), str(options.tls_keyfile)
+
+
+def serve(store: RelayStore, options: ServeOptions, *, announce: TextIO = sys.stdout) -> None:
+    """Bind, announce, serve until SIGTERM/SIGINT, drain, close the store."""
     try:
+        configure_logging(options.log_format, access_log=options.access_log)
+        certfile, keyfile = _tls_files(options)
+        sock = _bind(options.host, options.port)
+        bound_address, bound_port = sock.getsockname()[:2]
+        with_metrics = metrics_enabled(options.metrics, bound_address)
+        config = uvicorn.Config(
+            create_app(store, metrics=with_metrics),
+            log_level="warning",
+            log_config=None,  # configure_logging owns every logger's format
+            access_log=False,
+            server_header=False,
+            date_header=True,
+            timeout_graceful_shutdown=options.shutdown_timeout,
+            # The relay never reads the client address or scheme, so no
+            # X-Forwarded-* header may rewrite them (specs/relay.md "Operations").
+            proxy_headers=False,
+            ssl_certfile=certfile,
+            ssl_keyfile=keyfile,
+        )
+        try:
+            config.load()
+        except (OSError, ssl.SSLError) as exc:
+            sock.close()
+            raise OperatorError(
+                f"cannot load the TLS certificate or key ({type(exc).__name__})",
+                "check that --tls-certfile is a PEM certificate chain and --tls-keyfile its "
+                "unencrypted PEM private key, both readable by the relay",
+            ) from None
+        server = uvicorn.Server(config)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, server.handle_exit)
+        announce.write(
+            json.dumps(
+                {
+                    "event": "listening",
+                    "host": options.host,
+                    "port": bound_port,
+                    "server_instance_id": store.server_instance_id,
+                    "tls": certfile is not None,
+                    "metrics": with_metrics,
+                }
+            )
+            + "\n"
+        )
+        announce.flush()
         server.run(sockets=[sock])
     finally:
         store.close()

@@ -1,4 +1,4 @@
-"""Validate the scheduling files in ``contrib/`` (systemd user units, crontab line).
+"""Validate the files in ``contrib/`` (systemd user units, crontab line, the relay's unit).
 
 Usage: ``.venv/bin/python scripts/check_contrib.py [--contrib DIR] [--no-systemd-analyze]``
 
@@ -6,11 +6,14 @@ Two layers, both run when they can:
 
 1. Structural checks, always: each unit's required sections and keys (``Type=``,
    ``TimeoutStartSec`` beyond the command's ``--deadline``, the timer's
-   ``RandomizedDelaySec`` / ``Persistent``, ``Restart`` / ``KillSignal`` …), and
+   ``RandomizedDelaySec`` / ``Persistent``, ``Restart`` / ``KillSignal`` …; for
+   the relay's system unit its sandboxing and a stop timeout beyond
+   ``--shutdown-timeout``), and
    every ``ExecStart`` and the crontab command are parsed by the real
    ``syncengine`` argument parser (``syncengine.cli.build_parser``), so a
    renamed subcommand or option fails here, not at 3 a.m. in a journal.
-2. ``systemd-analyze --user verify`` on instantiated copies of the units when
+2. ``systemd-analyze --user verify`` on instantiated copies of the user units, and
+   ``systemd-analyze verify`` (system manager) on the relay's unit, when
    ``systemd-analyze`` is on PATH (any diagnostic about our files fails), with the
    executable pointed at the installed ``syncengine``.
 
@@ -39,6 +42,9 @@ if str(REPO) not in sys.path:
 SYNC_SERVICE = "systemd/syncengine-sync@.service"
 SYNC_TIMER = "systemd/syncengine-sync@.timer"
 RUN_SERVICE = "systemd/syncengine-run@.service"
+RELAY_SERVICE = "systemd/syncengine-relay.service"
+#: Where the relay unit expects syncengine: a virtualenv made for the service.
+RELAY_EXECUTABLE = "/opt/syncengine/bin/syncengine"
 ENV_EXAMPLE = "systemd/env.example"
 CRON = "cron/syncengine.cron"
 README = "README.md"
@@ -269,6 +275,60 @@ def check_run_service(contrib: Path) -> str:
     return "run --team %I, Restart=on-failure, KillSignal=SIGTERM"
 
 
+#: Sandboxing the relay unit must keep, with the values that count as kept.
+RELAY_SANDBOX = {
+    "NoNewPrivileges": ("yes", "true", "1", "on"),
+    "ProtectSystem": ("strict",),
+    "ProtectHome": ("yes", "true", "read-only", "tmpfs"),
+    "PrivateTmp": ("yes", "true", "1", "on"),
+    "PrivateDevices": ("yes", "true", "1", "on"),
+}
+
+
+def check_relay_service(contrib: Path) -> str:
+    unit = _load_unit(contrib, RELAY_SERVICE)
+    unit.one("Unit", "Description")
+    if unit.one("Service", "Type") not in ("simple", "exec"):
+        raise CheckError(f"{unit.name}: Type= must be simple or exec (a long-lived process)")
+    value = unit.one("Service", "ExecStart")
+    if not value.startswith(RELAY_EXECUTABLE + " "):
+        raise CheckError(f"{unit.name}: ExecStart should run {RELAY_EXECUTABLE}")
+    args = check_syncengine_argv(exec_argv(value, ""), unit.name, "relay")
+    if args.relay_action != "serve":
+        raise CheckError(f"{unit.name}: runs 'relay {args.relay_action}', expected 'relay serve'")
+    if args.database is not None and str(args.database).startswith("postgres"):
+        raise CheckError(
+            f"{unit.name}: a PostgreSQL URL may hold a password; put it in the "
+            "EnvironmentFile as SYNCENGINE_RELAY_DATABASE, not on ExecStart"
+        )
+    for key, accepted in RELAY_SANDBOX.items():
+        if unit.one("Service", key) not in accepted:
+            raise CheckError(f"{unit.name}: {key}= must be one of {', '.join(accepted)}")
+    dynamic = unit.values("Service", "DynamicUser") in (["yes"], ["true"])
+    user = unit.values("Service", "User")
+    if not dynamic and (not user or user[-1] in ("", "root", "0")):
+        raise CheckError(f"{unit.name}: run as DynamicUser=yes or a dedicated User=, not root")
+    if unit.values("Service", "CapabilityBoundingSet") != [""]:
+        raise CheckError(f"{unit.name}: CapabilityBoundingSet= must be empty (no capabilities)")
+    state = unit.one("Service", "StateDirectory")
+    if unit.one("Service", "KillSignal") not in ("SIGTERM", "TERM", "15"):
+        raise CheckError(f"{unit.name}: KillSignal= must be SIGTERM (serve drains on it)")
+    stop = timespan_seconds(unit.one("Service", "TimeoutStopSec"))
+    if not stop > args.shutdown_timeout + 5:
+        raise CheckError(
+            f"{unit.name}: TimeoutStopSec ({stop:g} s) must exceed --shutdown-timeout "
+            f"({args.shutdown_timeout} s) with a margin, so in-flight requests can finish"
+        )
+    if unit.one("Service", "Restart") != "on-failure":
+        raise CheckError(f"{unit.name}: Restart= must be on-failure")
+    if "multi-user.target" not in " ".join(unit.values("Install", "WantedBy")).split():
+        raise CheckError(f"{unit.name}: [Install] WantedBy=multi-user.target missing")
+    return (
+        f"relay serve, StateDirectory={state}, ProtectSystem=strict, "
+        f"--shutdown-timeout {args.shutdown_timeout} < TimeoutStopSec {stop:g} s"
+    )
+
+
 def check_env_example(contrib: Path) -> str:
     path = contrib / ENV_EXAMPLE
     if not path.is_file():
@@ -392,7 +452,8 @@ def check_readme(contrib: Path) -> str:
     if not path.is_file():
         raise CheckError(f"missing {README}")
     text = path.read_text(encoding="utf-8")
-    names = [Path(rel).name for rel in (SYNC_SERVICE, SYNC_TIMER, RUN_SERVICE, ENV_EXAMPLE, CRON)]
+    documented = (SYNC_SERVICE, SYNC_TIMER, RUN_SERVICE, RELAY_SERVICE, ENV_EXAMPLE, CRON)
+    names = [Path(rel).name for rel in documented]
     names += ["loginctl enable-linger", "systemctl --user enable --now"]
     for name in names:
         if name not in text:
@@ -452,10 +513,30 @@ def systemd_analyze_verify(contrib: Path, analyze: str) -> str:
                 f"systemd-analyze {' '.join(mode)} verify (exit {result.returncode}):\n  "
                 + "\n  ".join(ours or output.splitlines())
             )
+        _verify_relay_unit(contrib, analyze, units, executable, env)
     version = subprocess.run(
         [analyze, "--version"], capture_output=True, text=True, check=False
     ).stdout.split("\n", 1)[0]
-    return f"{' '.join(mode) or '--system'} verify clean ({version})"
+    return f"{' '.join(mode) or '--system'} verify clean, relay unit --system clean ({version})"
+
+
+def _verify_relay_unit(
+    contrib: Path, analyze: str, units: Path, executable: str, env: dict[str, str]
+) -> None:
+    """The relay's unit is a system service: verify it under the system manager's rules."""
+    text = (contrib / RELAY_SERVICE).read_text(encoding="utf-8")
+    if RELAY_EXECUTABLE not in text:
+        raise CheckError(f"{RELAY_SERVICE}: ExecStart should be {RELAY_EXECUTABLE}")
+    path = units / Path(RELAY_SERVICE).name
+    path.write_text(text.replace(RELAY_EXECUTABLE, executable), encoding="utf-8")
+    result = _run_analyze(analyze, [], [str(path)], env)
+    output = (result.stdout + result.stderr).strip()
+    ours = [line for line in output.splitlines() if path.name in line or str(units) in line]
+    if result.returncode != 0 or ours:
+        raise CheckError(
+            f"systemd-analyze verify {RELAY_SERVICE} (exit {result.returncode}):\n  "
+            + "\n  ".join(ours or output.splitlines())
+        )
 
 
 def _run_analyze(
@@ -480,6 +561,7 @@ def run_checks(contrib: Path, *, use_systemd_analyze: bool = True) -> list[tuple
         (SYNC_SERVICE, check_sync_service),
         (SYNC_TIMER, check_sync_timer),
         (RUN_SERVICE, check_run_service),
+        (RELAY_SERVICE, check_relay_service),
         (ENV_EXAMPLE, check_env_example),
         (CRON, check_cron),
         (README, check_readme),

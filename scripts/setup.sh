@@ -10,7 +10,7 @@ fi
 stamp=.venv/.syncengine-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e '.[dev,postgres]'
+    .venv/bin/python -m pip install -q -e '.[dev,relay,postgres]'
     touch "$stamp"
 fi
 # The relay's contract tests run every relay test on PostgreSQL too, on a

@@ -8,9 +8,15 @@ re-authenticates so a concurrent revocation cannot be outrun.
 
 Every response — success, refusal, unknown route, crash — passes through
 :class:`ProtocolHeaders`, which stamps ``Agmsg-Protocol-Version: 1`` and
-``Cache-Control: no-store`` and writes one structured access-log line with no
-body, credential, token, envelope or query string. Redirects are never
-produced: slash redirection is disabled and there is no redirecting route.
+``Cache-Control: no-store``, writes one access-log record
+(:class:`relay.logformat.AccessRecord`: method, route template, status,
+duration, bytes out — no body, credential, token, envelope, team, query
+string or raw path) and, when ``/metrics`` is on, counts the request in the
+app's own registry (relay/http/metrics.py). The route template reaches it
+through the ASGI scope: each routed endpoint writes :data:`ROUTE_SCOPE_KEY`
+before it runs, and Starlette's router updates that same scope dict in place.
+Redirects are never produced: slash redirection is disabled and there is no
+redirecting route.
 """
 
 from __future__ import annotations
@@ -49,11 +55,13 @@ from relay.http.intake import (
     require_protocol_version,
     require_team_id,
 )
+from relay.http.metrics import METRICS_PATH, RelayMetrics, metrics_endpoint
 from relay.limits import (
     PAIRING_TOKEN_TTL_SECONDS,
     PROTOCOL_VERSION,
     SUPPORTED_VERSIONS,
 )
+from relay.logformat import ACCESS_ATTRIBUTE, ACCESS_LOGGER, AccessRecord
 from relay.secrets import hash_secret, new_credential_secret, new_uuid7, timestamp, utc_now
 from relay.storage.base import RelayStore
 from relay.storage.records import Access, TeamBinding
@@ -64,7 +72,7 @@ from wire.scalars import check_uuid7
 __all__ = ["PAIRING_TOKEN_TTL", "ProtocolHeaders", "create_app"]
 
 PAIRING_TOKEN_TTL = timedelta(seconds=PAIRING_TOKEN_TTL_SECONDS)
-_access_log = logging.getLogger("relay.access")
+_access_log = logging.getLogger(ACCESS_LOGGER)
 _error_log = logging.getLogger("relay.errors")
 T = TypeVar("T")
 Clock = Callable[[], datetime]
@@ -75,6 +83,22 @@ _STAMPED = (
     (_PROTOCOL_HEADER, str(PROTOCOL_VERSION).encode()),
     (b"cache-control", b"no-store"),
 )
+_ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+#: Scope key holding the matched route template, written by each routed endpoint.
+ROUTE_SCOPE_KEY = "relay.route"
+UNMATCHED_ROUTE = "unmatched"
+
+
+def _access_record(scope: Scope, status: int, started: float, bytes_out: int) -> AccessRecord:
+    """What may be logged and counted about a request; the method set is closed."""
+    method = str(scope.get("method", ""))
+    return AccessRecord(
+        method=method if method in _ALL_METHODS else "other",
+        route=str(scope.get(ROUTE_SCOPE_KEY, UNMATCHED_ROUTE)),
+        status=status,
+        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        bytes_out=bytes_out,
+    )
 
 
 def _json_bytes(document: dict[str, Any]) -> bytes:
@@ -88,11 +112,14 @@ def json_response(
 
 
 class ProtocolHeaders:
-    """Outermost ASGI layer: protocol headers, crash envelope, access log."""
+    """Outermost ASGI layer: protocol headers, crash envelope, access log, request metrics."""
 
-    def __init__(self, app: ASGIApp, server_instance_id: str) -> None:
+    def __init__(
+        self, app: ASGIApp, server_instance_id: str, metrics: RelayMetrics | None = None
+    ) -> None:
         self._app = app
         self._server_instance_id = server_instance_id
+        self._metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -100,11 +127,14 @@ class ProtocolHeaders:
             return
         started = time.perf_counter()
         status = 0
+        bytes_out = 0
         response_started = False
 
         async def stamped_send(message: Message) -> None:
-            nonlocal status, response_started
-            if message["type"] == "http.response.start":
+            nonlocal status, response_started, bytes_out
+            if message["type"] == "http.response.body":
+                bytes_out += len(message.get("body", b""))
+            elif message["type"] == "http.response.start":
                 response_started = True
                 status = int(message["status"])
                 headers = [
@@ -119,25 +149,18 @@ class ProtocolHeaders:
         try:
             await self._app(scope, receive, stamped_send)
         except Exception as exc:  # the envelope must hold even for a bug
-            _error_log.error("unhandled %s on %s", type(exc).__name__, scope.get("path", ""))
+            route = scope.get(ROUTE_SCOPE_KEY, UNMATCHED_ROUTE)
+            _error_log.error("unhandled %s on %s", type(exc).__name__, route)
             if response_started:
                 raise
             error = InternalError()
             response = json_response(render.error(error, None), error.status)
             await response(scope, receive, stamped_send)
         finally:
-            _access_log.info(
-                json.dumps(
-                    {
-                        "event": "access",
-                        "method": scope.get("method", ""),
-                        "path": scope.get("path", ""),
-                        "status": status,
-                        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                    },
-                    sort_keys=True,
-                )
-            )
+            access = _access_record(scope, status, started, bytes_out)
+            _access_log.info("access", extra={ACCESS_ATTRIBUTE: access})
+            if self._metrics is not None:
+                self._metrics.observe(access)
 
 
 @contextmanager
@@ -292,10 +315,13 @@ class _Handlers:
         return json_response(render.revoke_result(self.sid, result))
 
 
-def _guard(methods: frozenset[str], endpoint: Endpoint, handlers: _Handlers) -> Endpoint:
-    """Method check and the single error envelope around one endpoint."""
+def _guard(
+    route: str, methods: frozenset[str], endpoint: Endpoint, handlers: _Handlers
+) -> Endpoint:
+    """Route label, method check and the single error envelope around one endpoint."""
 
     async def guarded(request: Request) -> Response:
+        request.scope[ROUTE_SCOPE_KEY] = route
         try:
             if request.method not in methods:
                 raise MethodNotAllowed(headers={"Allow": ", ".join(sorted(methods))})
@@ -307,11 +333,15 @@ def _guard(methods: frozenset[str], endpoint: Endpoint, handlers: _Handlers) -> 
     return guarded
 
 
-_ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+def create_app(
+    store: RelayStore, *, clock: Clock = utc_now, metrics: bool = False
+) -> ProtocolHeaders:
+    """Build the v1 ASGI application around one store.
 
-
-def create_app(store: RelayStore, *, clock: Clock = utc_now) -> ProtocolHeaders:
-    """Build the v1 ASGI application around one store."""
+    ``metrics`` adds ``GET /metrics`` and the request instruments behind it;
+    without it the path is an unknown route (404 in the error envelope). The
+    decision of when to turn it on is the server's (relay/server.py).
+    """
     handlers = _Handlers(store, clock)
     get, post = frozenset({"GET"}), frozenset({"POST"})
     table: list[tuple[str, frozenset[str], Endpoint]] = [
@@ -323,8 +353,11 @@ def create_app(store: RelayStore, *, clock: Clock = utc_now) -> ProtocolHeaders:
         ("/v1/credentials/{credential_id}/revoke", post, handlers.revoke),
         (openapi.OPENAPI_PATH, get, handlers.openapi_document),
     ]
+    instruments = RelayMetrics(store) if metrics else None
+    if instruments is not None:
+        table.append((METRICS_PATH, get, metrics_endpoint(instruments)))
     routes = [
-        Route(path, _guard(methods, endpoint, handlers), methods=_ALL_METHODS)
+        Route(path, _guard(path, methods, endpoint, handlers), methods=_ALL_METHODS)
         for path, methods, endpoint in table
     ]
 
@@ -336,7 +369,7 @@ def create_app(store: RelayStore, *, clock: Clock = utc_now) -> ProtocolHeaders:
     routes.append(
         Route(
             paths.MESSAGES,
-            _guard(frozenset({"GET", "POST"}), messages, handlers),
+            _guard(paths.MESSAGES, frozenset({"GET", "POST"}), messages, handlers),
             methods=_ALL_METHODS,
         )
     )
@@ -346,4 +379,4 @@ def create_app(store: RelayStore, *, clock: Clock = utc_now) -> ProtocolHeaders:
         await json_response(render.error(error, None), error.status)(scope, receive, send)
 
     router = Router(routes, redirect_slashes=False, default=not_found)
-    return ProtocolHeaders(router, store.server_instance_id)
+    return ProtocolHeaders(router, store.server_instance_id, instruments)

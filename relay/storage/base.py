@@ -26,6 +26,7 @@ from relay.storage.records import (
     IssuedToken,
     MessagePage,
     PolicyEntry,
+    PoolState,
     PostResult,
     ProvisioningDocument,
     ReadStatePage,
@@ -33,6 +34,7 @@ from relay.storage.records import (
     RetentionResult,
     RevokeResult,
     Roster,
+    StoreCounts,
     StoreStatus,
     TeamBinding,
     TeamSummary,
@@ -97,5 +99,14 @@ class RelayStore(Protocol):
     def retain(self, team_id: str, through_seq: int) -> RetentionResult: ...
 
     def status(self) -> StoreStatus: ...
+
+    # -- operations (/metrics) ------------------------------------------------
+    def counts(self) -> StoreCounts:
+        """Teams and messages in one aggregate over the team rows (never per message)."""
+        ...
+
+    def pool_state(self) -> PoolState:
+        """The connection pool's current measures; no database round trip."""
+        ...
 
     def close(self) -> None: ...

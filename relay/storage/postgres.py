@@ -91,6 +91,7 @@ from relay.storage.records import (
     Member,
     MessagePage,
     PolicyEntry,
+    PoolState,
     PostResult,
     ProvisioningDocument,
     ReadItem,
@@ -101,6 +102,7 @@ from relay.storage.records import (
     RetentionResult,
     RevokeResult,
     Roster,
+    StoreCounts,
     StoredMessage,
     StoreStatus,
     TeamBinding,
@@ -1048,3 +1050,26 @@ class PostgresRelayStore:
             return StoreStatus(self._read_instance_id(conn), tuple(teams))
 
         return self._run(False, body)
+
+    def counts(self) -> StoreCounts:
+        """One aggregate over the team rows (records.StoreCounts says why it equals the rows)."""
+
+        def body(conn: Conn) -> StoreCounts:
+            row = conn.execute(
+                "SELECT count(*), coalesce(sum(current_seq - min_available_seq), 0), "
+                "coalesce(sum(current_seq), 0) FROM teams"
+            ).fetchone()
+            assert row is not None
+            return StoreCounts(int(row[0]), int(row[1]), int(row[2]))
+
+        return self._run(False, body)
+
+    def pool_state(self) -> PoolState:
+        """psycopg_pool's own measures (``get_stats`` reads them without I/O)."""
+        stats = self._pool.get_stats()
+        return PoolState(
+            size=stats.get("pool_size", 0),
+            max_size=stats.get("pool_max"),
+            available=stats.get("pool_available"),
+            waiting=stats.get("requests_waiting", 0),
+        )

@@ -243,3 +243,32 @@ class TeamStatus:
 class StoreStatus:
     server_instance_id: str
     teams: tuple[TeamStatus, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCounts:
+    """Deployment-wide totals for ``/metrics``, read from the team rows alone.
+
+    Sequences are gap-free and retention deletes exactly the prefix at or
+    below the floor, so a team's live rows number ``current_seq -
+    min_available_seq``: the sum over team rows equals ``count(*)`` over
+    ``messages`` without touching a message row.
+    """
+
+    teams: int
+    messages_stored: int
+    messages_sequenced: int
+
+
+@dataclass(frozen=True, slots=True)
+class PoolState:
+    """The store's connections as ``/metrics`` shows them; ``None`` where it does not apply.
+
+    PostgreSQL reports psycopg_pool's measures; SQLite has one connection per
+    worker thread and no checkout queue, so it reports only ``size``.
+    """
+
+    size: int
+    max_size: int | None = None
+    available: int | None = None
+    waiting: int | None = None

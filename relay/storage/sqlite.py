@@ -78,6 +78,7 @@ from relay.storage.records import (
     Member,
     MessagePage,
     PolicyEntry,
+    PoolState,
     PostResult,
     ProvisioningDocument,
     ReadItem,
@@ -88,6 +89,7 @@ from relay.storage.records import (
     RetentionResult,
     RevokeResult,
     Roster,
+    StoreCounts,
     StoredMessage,
     StoreStatus,
     TeamBinding,
@@ -1142,3 +1144,21 @@ class SqliteRelayStore:
             return StoreStatus(self._read_instance_id(conn), tuple(teams))
 
         return self._run(False, body)
+
+    def counts(self) -> StoreCounts:
+        """One aggregate over the team rows (records.StoreCounts says why it equals the rows)."""
+
+        def body(conn: _Db) -> StoreCounts:
+            row = conn.execute(
+                "SELECT count(*), coalesce(sum(current_seq - min_available_seq), 0), "
+                "coalesce(sum(current_seq), 0) FROM teams"
+            ).fetchone()
+            assert row is not None
+            return StoreCounts(int(row[0]), int(row[1]), int(row[2]))
+
+        return self._run(False, body)
+
+    def pool_state(self) -> PoolState:
+        """One connection per worker thread that has used the store; no queue to wait in."""
+        with self._all_lock:
+            return PoolState(size=len(self._all))

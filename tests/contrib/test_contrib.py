@@ -83,6 +83,17 @@ def _mutated(tmp_path: Path, rel: str, old: str, new: str) -> Path:
         (check.CRON, "date -u;", "date +%s;", "unescaped %"),
         (check.CRON, ">> @LOG@", "> /dev/null", "@LOG@"),
         (check.CRON, "2-59/5   *", "2-59/5   25", "outside"),
+        (check.RELAY_SERVICE, "relay serve --host", "relay sereve --host", "CLI rejects"),
+        (check.RELAY_SERVICE, "ProtectSystem=strict", "ProtectSystem=full", "ProtectSystem"),
+        (check.RELAY_SERVICE, "NoNewPrivileges=yes", "NoNewPrivileges=no", "NoNewPrivileges"),
+        (check.RELAY_SERVICE, "User=syncengine-relay", "User=root", "not root"),
+        (check.RELAY_SERVICE, "TimeoutStopSec=30s", "TimeoutStopSec=10s", "--shutdown-timeout"),
+        (
+            check.RELAY_SERVICE,
+            "--log-format json",
+            "--db postgresql://relay:pw@127.0.0.1/relay",
+            "EnvironmentFile",
+        ),
     ],
 )
 def test_check_script_refuses_broken_files(
@@ -103,6 +114,7 @@ def test_check_script_refuses_broken_files(
         (check.SYNC_SERVICE, "UMask=0077", "Umask=0077"),
         (check.SYNC_TIMER, "OnCalendar=*:0/5", "OnCalendar=every five minutes"),
         (check.RUN_SERVICE, "RestartSec=30s", "RestartSec=soon"),
+        (check.RELAY_SERVICE, "ProtectClock=yes", "ProtectClok=yes"),
     ],
 )
 def test_systemd_analyze_refuses_what_systemd_would_ignore(

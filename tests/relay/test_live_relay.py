@@ -212,7 +212,7 @@ def test_live_access_log_holds_no_secret_envelope_or_query(tmp_path: Path) -> No
     log = live.process.stderr.read()
     lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
     assert any(
-        entry.get("path") == "/v1/messages" and entry.get("status") == 200 for entry in lines
+        entry.get("route") == "/v1/messages" and entry.get("status") == 200 for entry in lines
     )
     credential = headers["Authorization"].removeprefix("Bearer ")
     assert credential not in log

@@ -1,0 +1,128 @@
+"""Prometheus metrics of one relay app: requests, latency, the store's totals and pool.
+
+Served at ``GET /metrics`` in the Prometheus text format, rendered by
+``prometheus_client`` (specs/relay.md "Operations"). Each app owns its
+:class:`~prometheus_client.CollectorRegistry`: there is no process-wide
+state, so a test process can build many apps and each counts only its own
+requests.
+
+What a label may hold is closed by construction: the route *template* (the
+relay's own route table, or ``unmatched``), a method from the routed set (or
+``other``) and the status code. A raw path, query string, team, member or
+credential ID never becomes a label, which keeps the output free of
+identifiers and its cardinality bounded however clients misbehave.
+
+The store's gauges are read when Prometheus scrapes, not kept up to date per
+request: :meth:`RelayStore.counts` is one aggregate over the team rows (its
+cost grows with teams, never with messages) and :meth:`RelayStore.pool_state`
+does no I/O. A database that cannot be read makes
+``syncengine_relay_database_up`` 0 and leaves the totals out; the scrape
+itself still answers 200, so an outage is visible rather than a gap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from relay.errors import RelayError
+from relay.http.intake import require_no_body
+from relay.logformat import AccessRecord
+from relay.storage.base import RelayStore
+
+__all__ = ["METRICS_PATH", "RelayMetrics", "StoreCollector", "metrics_endpoint"]
+
+METRICS_PATH = "/metrics"
+_PREFIX = "syncengine_relay"
+#: Request latency buckets in seconds: sub-millisecond reads up to the 10 s a
+#: slow PostgreSQL failover or a full 2 MiB upload may take.
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class StoreCollector:
+    """Scrape-time gauges from the store: database reachability, totals, connections."""
+
+    def __init__(self, store: RelayStore) -> None:
+        self._store = store
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            counts = self._store.counts()
+        except RelayError:  # unavailable or broken: say so, keep the scrape alive
+            counts = None
+        yield GaugeMetricFamily(
+            f"{_PREFIX}_database_up",
+            "1 when this scrape could read the relay database, else 0",
+            value=0 if counts is None else 1,
+        )
+        if counts is not None:
+            yield GaugeMetricFamily(f"{_PREFIX}_teams", "Provisioned teams", value=counts.teams)
+            yield GaugeMetricFamily(
+                f"{_PREFIX}_messages_stored",
+                "Live messages held (above each team's retention floor)",
+                value=counts.messages_stored,
+            )
+            yield CounterMetricFamily(
+                f"{_PREFIX}_messages_sequenced",
+                "Messages ever given a sequence (retention never lowers it)",
+                value=counts.messages_sequenced,
+            )
+        pool = self._store.pool_state()
+        yield GaugeMetricFamily(
+            f"{_PREFIX}_db_pool_connections", "Open database connections", value=pool.size
+        )
+        optional = (
+            ("db_pool_max_connections", "Connection pool maximum", pool.max_size),
+            ("db_pool_available_connections", "Idle connections in the pool", pool.available),
+            ("db_pool_waiting_requests", "Requests waiting for a connection", pool.waiting),
+        )
+        for name, documentation, value in optional:
+            if value is not None:
+                yield GaugeMetricFamily(f"{_PREFIX}_{name}", documentation, value=value)
+
+
+class RelayMetrics:
+    """The request instruments and the store collector of one app, in one registry."""
+
+    def __init__(self, store: RelayStore) -> None:
+        self.registry = CollectorRegistry()
+        self._requests = Counter(
+            f"{_PREFIX}_http_requests",
+            "HTTP requests by route template, method and status",
+            ("route", "method", "status"),
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            f"{_PREFIX}_http_request_duration_seconds",
+            "HTTP request latency by route template and method",
+            ("route", "method"),
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(StoreCollector(store))
+
+    def observe(self, access: AccessRecord) -> None:
+        """Count one finished request (called by the outermost ASGI layer)."""
+        self._requests.labels(access.route, access.method, str(access.status)).inc()
+        self._latency.labels(access.route, access.method).observe(access.duration_ms / 1000)
+
+    def exposition(self) -> bytes:
+        """The text format; blocking (it queries the store), so run off the event loop."""
+        return generate_latest(self.registry)
+
+
+def metrics_endpoint(metrics: RelayMetrics) -> Callable[[Request], Awaitable[Response]]:
+    """``GET /metrics``: no protocol header or credential (a scraper has neither)."""
+
+    async def scrape(request: Request) -> Response:
+        require_no_body(request)
+        body = await run_in_threadpool(metrics.exposition)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    return scrape
