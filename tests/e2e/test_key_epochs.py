@@ -198,11 +198,20 @@ def test_a_malformed_recipients_file_is_refused(live: LiveRelay, tmp_path: Path)
 
 def test_a_key_id_already_used_by_the_team_is_refused(live: LiveRelay, tmp_path: Path) -> None:
     (a,) = LeanTeam(live, tmp_path).age_machines("a")
-    same = manifest(tmp_path, "again", [tmp_path / "a.key"])
+    other, _ = new_key(tmp_path, "other")
+    same = manifest(tmp_path, "again", [tmp_path / "a.key", other])
     error = refused(
         a, "keys", "epoch", "add", "--key-id", "epoch-1", "--recipients-file", str(same)
     )
     assert "already names an epoch" in error
+
+
+def test_adding_the_current_epoch_again_is_a_no_op(live: LiveRelay, tmp_path: Path) -> None:
+    (a,) = LeanTeam(live, tmp_path).age_machines("a")
+    same = manifest(tmp_path, "same", [tmp_path / "a.key"])
+    add = ("keys", "epoch", "add", "--key-id", "epoch-1", "--recipients-file", str(same))
+    assert cli_json(a, *add)["epoch"] == cli_json(a, "keys", "epoch", "list")["epochs"][0]  # type: ignore[index]
+    assert epoch_rows(a) == [(0, "epoch-1")]
 
 
 def test_rotation_waits_for_published_envelopes_of_the_old_epoch(
