@@ -38,7 +38,7 @@ import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import httpx
 
@@ -59,7 +59,6 @@ from wire.errors import SchemaError, WireError
 from wire.http_v1 import paths
 from wire.http_v1.body import decode_response_body, encode_body
 from wire.http_v1.capabilities import Capabilities
-from wire.http_v1.errors import ErrorResponse, is_retryable_status
 from wire.http_v1.headers import (
     AUTHORIZATION,
     CLIENT_VERSION,
@@ -72,13 +71,19 @@ from wire.http_v1.headers import (
     format_bearer,
     require_response_protocol_version,
 )
-from wire.http_v1.health import Health, HealthStatus
 from wire.http_v1.members import MembersDocument
 from wire.http_v1.messages import MessageBatch, MessagePage, MessagesQuery, PushResponse
-from wire.http_v1.pairing import PairingRequest, PairingResponse, RevokeResponse
 from wire.http_v1.read_state import ReadStatePage, ReadStateRequest
 from wire.limits import MAX_BLOB_CHARS, MAX_KEY_ID_BYTES, MAX_REQUEST_BYTES, PROTOCOL_VERSION
 from wire.scalars import check_uuid7
+
+if TYPE_CHECKING:
+    # Only ``connect``, ``doctor`` and ``disconnect`` ask for health, pairing
+    # or revocation, and only a refusal carries an error envelope: those
+    # documents are imported where they are read, not by every scheduled
+    # ``pull`` (start-up cost, issue #17).
+    from wire.http_v1.health import Health
+    from wire.http_v1.pairing import PairingResponse, RevokeResponse
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -348,6 +353,8 @@ class RelayClient:
         Bound clients also check the instance (and, if echoed, team) IDs; an
         unavailable answer never yields a binding (v1.md "GET /v1/health").
         """
+        from wire.http_v1.health import Health, HealthStatus
+
         expected = self._expected(team=False)
 
         def parse(obj: Any) -> Health:
@@ -524,6 +531,8 @@ class RelayClient:
         answer meets ``409 pairing-token-consumed``: the operator revokes the
         orphan and issues a new token (v1.md "Pairing").
         """
+        from wire.http_v1.pairing import PairingRequest, PairingResponse
+
         if server_instance_id is None and self._binding is not None:
             server_instance_id = self._binding.server_instance_id
         expected = _Expected(server_instance_id, None)
@@ -543,6 +552,8 @@ class RelayClient:
 
     def revoke_credential(self, credential_id: str) -> RevokeResponse:
         """``POST /v1/credentials/<id>/revoke`` (no body; idempotent on retry)."""
+        from wire.http_v1.pairing import RevokeResponse
+
         path = self._build(lambda: paths.credential_revoke_path(credential_id))
 
         def parse(obj: Any) -> RevokeResponse:
@@ -674,6 +685,8 @@ class RelayClient:
         retry_after: float | None,
         started: float,
     ) -> e.RelayClientError:
+        from wire.http_v1.errors import ErrorResponse, is_retryable_status
+
         status = response.status_code
         try:
             obj = self._decode(self._read(response, self._config.max_error_bytes, started), status)
@@ -768,7 +781,11 @@ class RelayClient:
             and expected.server_instance_id is not None
             and server != expected.server_instance_id
         ):
-            raise e.BindingMismatch("the response names another server instance")
+            raise e.BindingMismatch(
+                f"the response names another server instance ({server}, not the binding's "
+                f"{expected.server_instance_id}): the relay was rebuilt or replaced, and its "
+                "history is not this binding's — nothing is merged"
+            )
         if team is not None and expected.team_id is not None and team != expected.team_id:
             raise e.BindingMismatch("the response names another team")
 

@@ -199,8 +199,10 @@ class BindingMismatch(DefinitiveFailure):
     default_code = "binding-mismatch"
     state = EngineState.HALTED
     remediation = (
-        "The endpoint now reaches a different relay database or team; verify the endpoint "
-        "and rebind explicitly. No cursor was moved."
+        "The endpoint now reaches a different relay database or team; verify the endpoint. "
+        "If the relay was rebuilt, bind the team to it anew: 'syncengine disconnect --team T', "
+        "then 'syncengine connect' with a token from the new relay (messages and read state "
+        "are kept; each machine publishes only its own). No cursor was moved."
     )
 
 

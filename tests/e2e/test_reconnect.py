@@ -9,6 +9,7 @@ of another relay instance or team changes nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,63 @@ def test_disconnect_killed_at_its_commit_is_finished_by_a_rerun_or_was_done(
     _connect_again(team, a)
     assert run_cli(a, "sync").returncode == 0
     assert relay_counts(live, team.id) == (1, 1)
+
+
+def _rebind_to_a_rebuilt_relay(
+    live: LiveRelay, tmp_path: Path, check: Callable[[LiveRelay, LeanTeam, Machine, Machine], None]
+) -> None:
+    """a and b exchange a message each, the relay is rebuilt from nothing (a
+    new ``server_instance_id``), both are bound to it anew; ``check`` runs
+    while the rebuilt relay is up."""
+    from tests.relay.live import running_relay
+
+    team = LeanTeam(live, tmp_path)
+    a, b = team.machine("a"), team.machine("b")
+    a.send("alice", "bob", "from a")
+    b.send("bob", "alice", "from b")
+    for machine in (a, b, a):
+        machine.sync()
+    (tmp_path / "rebuilt").mkdir()
+    with running_relay(tmp_path / "rebuilt" / "relay.db", "--no-access-log") as rebuilt:
+        fresh = LeanTeam(rebuilt, tmp_path / "rebuilt")
+        with Engine(a.store) as engine:
+            old_instance = engine.connection.server_instance_id
+        moved = run_cli(
+            a, "connect", "--replace", "--team", "crew", "--endpoint", fresh.endpoint,
+            "--token", f"@{_token_file(fresh, a)}",
+        )  # fmt: skip
+        # never merged: refused, naming the instance the binding was made with
+        assert moved.returncode != 0 and old_instance in moved.stderr
+        for machine in (a, b):
+            assert run_cli(machine, "disconnect", "--team", "crew").returncode == 0
+            _connect_again(fresh, machine)
+        for machine in (a, b, a, b):
+            assert run_cli(machine, "sync").returncode == 0
+        check(rebuilt, fresh, a, b)
+
+
+def test_a_rebuilt_relay_is_never_merged_and_gets_each_message_once(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    def check(rebuilt: LiveRelay, fresh: LeanTeam, a: Machine, b: Machine) -> None:
+        # each machine published only its own local messages to the new relay
+        assert relay_counts(rebuilt, fresh.id) == (2, 2)
+
+    _rebind_to_a_rebuilt_relay(live, tmp_path, check)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="DEFECT (#15): a new binding of a team that already holds remote-origin messages "
+    "imports them again from the rebuilt relay (adoption matches only own messages; "
+    "syncengine/ops/adopt.py)",
+)
+def test_rebinding_to_a_rebuilt_relay_stores_no_message_twice_locally(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    def check(rebuilt: LiveRelay, fresh: LeanTeam, a: Machine, b: Machine) -> None:
+        expected = [("alice", "bob", "from a"), ("bob", "alice", "from b")]
+        assert exactly_once(a) == exactly_once(b) == expected
+
+    _rebind_to_a_rebuilt_relay(live, tmp_path, check)
