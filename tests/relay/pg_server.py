@@ -198,6 +198,18 @@ class PgServer:
         self.process.send_signal(signal.SIGINT)
         self.process.wait(timeout=20)
 
+    def crash(self) -> None:
+        """Kill the server as a crash would, keeping its data; :meth:`restart` recovers it.
+
+        SIGQUIT is PostgreSQL's immediate shutdown (what ``pg_ctl stop -m
+        immediate`` sends): every backend quits at once, nothing is
+        checkpointed, and the next start replays the WAL. Unlike SIGKILL of
+        the postmaster it leaves no orphaned backend holding the old shared
+        memory, so the restart on the same directory cannot be refused.
+        """
+        self.process.send_signal(signal.SIGQUIT)
+        self.process.wait(timeout=20)
+
 
 def _launch(root: Path, port: int) -> subprocess.Popen[bytes]:
     bin_dir = find_bin_dir()
