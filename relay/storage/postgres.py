@@ -171,11 +171,17 @@ def _unavailable() -> Unavailable:
 
 
 def _configure(lock_timeout_ms: int) -> Callable[[Conn], None]:
-    """Per-connection session settings, applied once when the pool opens it."""
+    """Per-connection session settings, applied once when the pool opens it.
+
+    ``synchronous_commit = on`` whatever the server's default: a relay
+    acknowledges a message only after its commit, so a commit that a server
+    crash could still lose (``off``) would be an acknowledged message lost
+    (server/spec/v1.md: an acknowledgement is durable)."""
 
     def configure(conn: Conn) -> None:
         conn.execute(f"SET search_path TO {RELAY_SCHEMA}")
         conn.execute(f"SET lock_timeout = {int(lock_timeout_ms)}")
+        conn.execute("SET synchronous_commit = on")
 
     return configure
 

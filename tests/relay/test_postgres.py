@@ -214,6 +214,20 @@ def test_dropped_connections_are_replaced_without_an_error(postgres_backend: Bac
         assert response.status_code == 200, response.text
 
 
+def test_relay_sessions_commit_synchronously_whatever_the_server_default(
+    postgres_backend: Backend,
+) -> None:
+    """The shared test server defaults to ``synchronous_commit=off``; an
+    acknowledged message must still survive a server crash."""
+    store = location.open_store(postgres_backend.location)
+    try:
+        with store._pool.connection() as conn:  # type: ignore[attr-defined]
+            row = conn.execute("SHOW synchronous_commit").fetchone()
+        assert row is not None and row[0] == "on"
+    finally:
+        store.close()
+
+
 @pytest.fixture
 def own_server() -> Iterator[PgServer]:
     """A server of this test's own, so stopping it disturbs no other test."""
