@@ -13,27 +13,36 @@ and an exact read to report for everyone; then, timed:
 
 The two sizes are interleaved round by round (A B A B …); the report gives
 the median of each side, the median of the per-round ratios large/small, the
-load average beside them, and the peak RSS of the process (this benchmark
-runs in one process). Target: every ratio ≤ 1.5.
+load average beside them, and the peak memory of the process tree (RSS and
+PSS sums, sampled). Target: every ratio ≤ 1.5.
 
 Then, against a relay process on 127.0.0.1 with a team of 1,000 members and
 one connected machine, interleaved: the message phase of an idle cycle
 (push and pull with nothing new) beside one read-state round (capabilities +
 members snapshot, roster adoption, prepare, POST, apply). Target: the round
-≤ 2× the idle message phase. Peak RSS here adds the relay process's VmHWM.
+≤ 2× the idle message phase. The process tree here includes the relay.
 
-Run: ``.venv/bin/python bench/bench_read_state.py [--small N] [--large N] [--rounds R]``.
+Run: ``.venv/bin/python bench/bench_read_state.py [--quick] [--json PATH]
+[--small N] [--large N] [--rounds R]``. ``--quick`` builds 200,000 messages
+as the large store instead of 1,000,000 and runs 5 rounds.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import resource
-import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import (
+    Figure,
+    Report,
+    TreeMemorySampler,
+    add_common_arguments,
+    format_load,
+    summarize,
+)
 
 from syncengine.ids import new_uuid4, new_uuid7
 from syncengine.ops.bindings import BindingKey
@@ -144,12 +153,12 @@ class World:
         return time.perf_counter() - start
 
 
-def relay_round(rounds: int) -> None:
+def relay_round(rounds: int, report: Report, sampler: TreeMemorySampler) -> None:
     """The 1,000-member read-state round beside the idle message phase."""
     import json
     from datetime import timedelta
 
-    from bench_e2e import relay_peak_mb, relay_process  # type: ignore[import-not-found]
+    from bench_e2e import relay_process
 
     from relay.limits import PAIRING_TOKEN_TTL_SECONDS
     from relay.provisioning import parse_provisioning_document
@@ -161,6 +170,7 @@ def relay_round(rounds: int) -> None:
     from syncengine.http.credentials import Secret
 
     with tempfile.TemporaryDirectory() as tmp, relay_process(Path(tmp)) as (endpoint, db, pid):
+        sampler.watch("relay", pid)
         team_id = new_uuid7()
         document = {
             "team_id": team_id,
@@ -197,61 +207,86 @@ def relay_round(rounds: int) -> None:
                 pull_all(context, 1000)
                 idle = time.perf_counter() - start
                 start = time.perf_counter()
-                report = engine._after_pull()
+                outcome = engine._after_pull()
                 read = time.perf_counter() - start
-                assert report.skipped is None
+                assert outcome.skipped is None
                 pairs.append((idle, read))
-        ratios = [b / a for a, b in pairs]
+        pair = summarize([b for _, b in pairs], [a for a, _ in pairs])
         print(
-            f"1,000-member read-state round: {statistics.median(b for _, b in pairs) * 1000:.1f} ms"
-            f"   idle message phase: {statistics.median(a for a, _ in pairs) * 1000:.1f} ms"
-            f"   ratio median {statistics.median(ratios):.2f}"
-            f" (min {min(ratios):.2f}, max {max(ratios):.2f})"
+            f"1,000-member read-state round: {pair.a * 1000:.1f} ms"
+            f"   idle message phase: {pair.b * 1000:.1f} ms   ratio median {pair.ratio:.2f}"
+            f" (min {pair.ratio_min:.2f}, max {pair.ratio_max:.2f}); {format_load()}"
         )
-        print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        print(f"relay peak RSS: {relay_peak_mb(pid):.0f} MiB")
+        report.add(
+            Figure(
+                "1,000-member read-state round / idle message phase",
+                pair.ratio,
+                "x",
+                target="<= 2",
+                anchor="idle message phase",
+                source="#13",
+                detail=f"round {pair.a * 1000:.1f} ms, idle {pair.b * 1000:.1f} ms median",
+            ),
+            show=False,
+        )
+        report.add_memory("relay", sampler.group("relay"))
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_common_arguments(parser)
     parser.add_argument("--small", type=int, default=10_000)
-    parser.add_argument("--large", type=int, default=1_000_000)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--large", type=int, default=None, help="1,000,000; quick 200,000")
+    parser.add_argument("--rounds", type=int, default=None, help="7; quick 5")
     parser.add_argument("--round-only", action="store_true", help="only the relay round")
     args = parser.parse_args()
-    if args.round_only:
-        relay_round(args.rounds)
-        return
+    large_size = args.large or (200_000 if args.quick else 1_000_000)
+    rounds = args.rounds or (5 if args.quick else 7)
+    report = Report("read_state", args.quick)
+    with TreeMemorySampler(interval=0.5) as sampler:
+        if not args.round_only:
+            stores(args.small, large_size, rounds, report)
+        relay_round(rounds, report, sampler)
+    report.add_memory("whole process tree (bench + relay)", sampler.peak)
+    return report.finish(args.json)
+
+
+def stores(small_size: int, large_size: int, rounds: int, report: Report) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         worlds = {}
-        for size in (args.small, args.large):
+        for size in (small_size, large_size):
             start = time.perf_counter()
             worlds[size] = World(Path(tmp) / f"s{size}.db", size)
             print(f"built {size:,}-message store in {time.perf_counter() - start:.1f} s")
-        small, large = worlds[args.small], worlds[args.large]
-        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        small, large = worlds[small_size], worlds[large_size]
+        print(f"sizes interleaved, {rounds} rounds; {format_load()}")
         for op in ("prepare", "apply"):
             pairs = []
-            for _ in range(args.rounds):
+            for _ in range(rounds):
                 a = getattr(small, op)()
                 b = getattr(large, op)()
                 pairs.append((a, b))
-            smalls = [a for a, _ in pairs]
-            larges = [b for _, b in pairs]
-            ratios = [b / a for a, b in pairs]
+            pair = summarize([b for _, b in pairs], [a for a, _ in pairs])
             print(
-                f"{op:8s} {args.small:>9,}: {statistics.median(smalls) * 1000:7.1f} ms   "
-                f"{args.large:>9,}: {statistics.median(larges) * 1000:7.1f} ms   "
-                f"ratio median {statistics.median(ratios):.2f} "
-                f"(min {min(ratios):.2f}, max {max(ratios):.2f})"
+                f"{op:8s} {small_size:>9,}: {pair.b * 1000:7.1f} ms   "
+                f"{large_size:>9,}: {pair.a * 1000:7.1f} ms   "
+                f"ratio median {pair.ratio:.2f} "
+                f"(min {pair.ratio_min:.2f}, max {pair.ratio_max:.2f})"
+            )
+            report.add(
+                Figure(
+                    f"read-state {op} @ {large_size:,} / @ {small_size:,}",
+                    pair.ratio,
+                    "x",
+                    target="<= 1.5",
+                    anchor=f"{small_size:,} store",
+                    source="#13",
+                ),
+                show=False,
             )
         for world in worlds.values():
             world.store.close()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"peak RSS of the process tree (one process): {rss:.0f} MiB")
-    relay_round(args.rounds)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

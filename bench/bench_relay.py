@@ -1,29 +1,60 @@
-"""Relay throughput and latency against one real relay process on 127.0.0.1.
+"""Relay throughput side by side: SQLite with one process, PostgreSQL with 1, 2 and 4.
 
-Run: ``.venv/bin/python bench/bench_relay.py``. Starts ``syncengine relay
-serve`` on an ephemeral loopback port with a fresh database, then measures in
-one run:
+Run: ``.venv/bin/python bench/bench_relay.py [--quick] [--json PATH]
+[--rounds N] [--window S]``. Issue #16 "Quality bar": one run reports
 
-* POST throughput: 1,000-envelope ``none`` batches (messages stored per second);
-* GET throughput: pages of ``limit=1000`` over the stored stream (messages served per second);
-* single-message POST latency p50/p99 with 1 and with 4 concurrent clients.
+* **configurations**: ``sqlite-1`` (one ``syncengine relay serve`` on a
+  SQLite file) and ``pg-1``, ``pg-2``, ``pg-4`` (1, 2, 4 relay processes on
+  one database of a throw-away PostgreSQL server, tests/relay/pg_server.py).
+  Several processes need no proxy: the load generator spreads its clients
+  over their ports (client *i* talks to process *i* mod *N*);
+* **workloads**: ``many-teams`` (each client posts to and reads its own
+  team) and ``hot-team`` (every client on the same team, so PostgreSQL
+  serializes all writes on one team row);
+* **operations**: POST of full batches (1,000 ``none`` envelopes, fresh
+  wire IDs each time) and GET of full pages (``limit=1000``), as messages/s.
 
-Every loop is bounded in both count and wall time. Figures are printed as
-throughputs and ratios to the targets (10,000 msg/s stored, 20,000 msg/s
-served) measured in this run, never compared across machines.
+Each configuration has its own teams, so none reads or extends another's
+streams; request bodies are built inside the window (fresh wire IDs) and
+count toward the load generators' CPU. The whole configuration set is measured in rounds (round
+1 every configuration, round 2 every configuration, …): medians per
+configuration, the ratio PG-1/SQLite-1 and the scaling pg-2/pg-1 and
+pg-4/pg-1 as medians of the per-round ratios. Targets: PG-1 within 2× of
+SQLite-1 (ratio ≥ 0.5); many-teams throughput growing with processes until
+the cores are used (on 2 cores: growth to 2, flat after).
+
+Load comes from :data:`LOADGEN_PROCESSES` spawned processes with a few
+client threads each, so one Python process is never the bottleneck; the
+table shows their share of the machine's CPU and how busy the machine was
+during each measurement. Peak memory is the whole process tree — relays,
+the PostgreSQL server and its backends, the load generators, this process
+(RSS sum and PSS sum from /proc/PID/smaps_rollup). The load average is
+printed at the start and the end.
+
+Bounded: every measurement is a fixed time window, and a round is started
+only while the projected end stays inside the time budget (4 minutes by
+default, about 1 minute with ``--quick``). Everything listens on 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import argparse
+import base64
 import json
+import multiprocessing
 import os
-import socket
+import resource
 import statistics
 import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -32,20 +63,43 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.relay.live import LiveRelay, provision, running_relay  # noqa: E402
+from bench._common import (  # noqa: E402
+    Figure,
+    Report,
+    TreeMemorySampler,
+    add_common_arguments,
+    format_load,
+)
 
 BATCH = 1000
-POST_BATCHES = 30  # count bound
-GET_PASSES = 3
-LATENCY_REQUESTS = 300  # per client count
-TIME_BOUND_S = 60.0  # wall bound per phase
-STORE_TARGET = 10_000
-SERVE_TARGET = 20_000
+PAGE = 1000
+BLOB_BYTES = 150
+CLIENTS = 8
+LOADGEN_PROCESSES = 4
+CONFIGS: tuple[tuple[str, str, int], ...] = (
+    ("sqlite-1", "sqlite", 1),
+    ("pg-1", "postgres", 1),
+    ("pg-2", "postgres", 2),
+    ("pg-4", "postgres", 4),
+)
+WORKLOADS = ("many-teams", "hot-team")
+OPERATIONS = ("POST", "GET")
+DEFAULT_ROUNDS, DEFAULT_WINDOW_S, DEFAULT_BUDGET_S = 5, 1.5, 235.0
+QUICK_ROUNDS, QUICK_WINDOW_S, QUICK_BUDGET_S = 2, 0.6, 60.0
+#: Batches each client posts before measuring, so every team holds full pages to
+#: read and every connection is warm. ``--quick`` seeds nothing: each round's
+#: POST window fills the pages its GET window reads.
+SEED_BATCHES = 1
+REQUEST_TIMEOUT_S = 60.0
+#: ``post_throughput``'s batch count (bench/bench_guard.py lowers it to seed a stream).
+POST_BATCHES = 30
+
+
+# -- request bodies ------------------------------------------------------------------
 
 
 def envelope_batch(count: int) -> dict[str, Any]:
-    import base64
-
+    """``count`` messages with fresh wire IDs and random ``none`` blobs."""
     return {
         "messages": [
             {
@@ -54,7 +108,7 @@ def envelope_batch(count: int) -> dict[str, Any]:
                     "v": 1,
                     "cipher": "none",
                     "key_id": None,
-                    "blob": base64.b64encode(os.urandom(150)).decode(),
+                    "blob": base64.b64encode(os.urandom(BLOB_BYTES)).decode(),
                 },
             }
             for _ in range(count)
@@ -62,112 +116,520 @@ def envelope_batch(count: int) -> dict[str, Any]:
     }
 
 
-def post_throughput(live: LiveRelay, headers: dict[str, str]) -> tuple[float, int]:
-    bodies = [json.dumps(envelope_batch(BATCH)).encode() for _ in range(POST_BATCHES)]
+def batch_body(count: int = BATCH) -> bytes:
+    return json.dumps(envelope_batch(count)).encode()
+
+
+def post_throughput(live: Any, headers: dict[str, str]) -> tuple[float, int]:
+    """POST_BATCHES full batches one after another on one relay: (msg/s, stored).
+
+    Kept for bench/bench_guard.py, which uses it to fill a stream.
+    """
     stored = 0
     with live.client() as client:
         started = time.perf_counter()
-        for body in bodies:
+        for _ in range(POST_BATCHES):
             response = client.post(
                 "/v1/messages",
-                content=body,
+                content=batch_body(),
                 headers={**headers, "Content-Type": "application/json"},
             )
             response.raise_for_status()
             stored += BATCH
-            if time.perf_counter() - started > TIME_BOUND_S:
-                break
         elapsed = time.perf_counter() - started
     return stored / elapsed, stored
 
 
-def get_throughput(live: LiveRelay, headers: dict[str, str], total: int) -> float:
-    served = 0
-    with live.client() as client:
-        started = time.perf_counter()
-        for _ in range(GET_PASSES):
-            after = "0"
-            while True:
+# -- load generator processes ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """One simulated device: which relay process it talks to, as whom, from where it reads."""
+
+    base_url: str
+    headers: dict[str, str]
+    read_from: int
+
+
+@dataclass
+class Command:
+    """One measurement for one load generator: its clients, the operation, the window."""
+
+    key: str
+    operation: str
+    clients: list[ClientSpec]
+    start_at: float
+    deadline: float
+
+
+@dataclass
+class LoadResult:
+    """What one load generator did in one window (times are ``time.monotonic``)."""
+
+    messages: int = 0
+    requests: int = 0
+    errors: list[str] = field(default_factory=list)
+    last_end: float = 0.0
+    cpu_s: float = 0.0
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _drive(
+    client: httpx.Client, spec: ClientSpec, operation: str, deadline: float, out: LoadResult
+) -> None:
+    """Requests back to back until the deadline (at least one); the last one begun finishes."""
+    after = spec.read_from
+    post_headers = {**spec.headers, "Content-Type": "application/json"}
+    while True:
+        try:
+            if operation == "POST":
+                response = client.post("/v1/messages", content=batch_body(), headers=post_headers)
+                count = BATCH
+            else:
                 response = client.get(
-                    "/v1/messages", params={"after": after, "limit": "1000"}, headers=headers
-                )
-                response.raise_for_status()
-                page = response.json()
-                served += len(page["messages"])
-                after = page["next_after"]
-                if not page["has_more"] or time.perf_counter() - started > TIME_BOUND_S:
-                    break
-        elapsed = time.perf_counter() - started
-    assert served >= total
-    return served / elapsed
-
-
-def single_post_latency(
-    live: LiveRelay, headers: list[dict[str, str]], clients: int
-) -> tuple[float, float]:
-    samples: list[float] = []
-    lock = threading.Lock()
-    deadline = time.perf_counter() + TIME_BOUND_S
-
-    def worker(index: int) -> None:
-        mine: list[float] = []
-        # TCP_NODELAY: httpx writes headers and body separately; without it
-        # Nagle plus delayed ACK adds ~40 ms that is the client's, not the relay's.
-        transport = httpx.HTTPTransport(
-            socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-        )
-        with httpx.Client(base_url=live.base_url, timeout=30, transport=transport) as client:
-            for _ in range(LATENCY_REQUESTS // clients):
-                body = json.dumps(envelope_batch(1)).encode()
-                started = time.perf_counter()
-                response = client.post(
                     "/v1/messages",
-                    content=body,
-                    headers={**headers[index], "Content-Type": "application/json"},
+                    params={"after": str(after), "limit": str(PAGE)},
+                    headers=spec.headers,
                 )
-                mine.append(time.perf_counter() - started)
-                response.raise_for_status()
-                if time.perf_counter() > deadline:
-                    break
-        with lock:
-            samples.extend(mine)
+                count = 0
+        except httpx.HTTPError as exc:
+            out.errors.append(f"{operation}: {type(exc).__name__}")
+            break
+        if response.status_code != 200:
+            out.errors.append(f"{operation}: HTTP {response.status_code}")
+            break
+        if operation == "GET":
+            page = response.json()
+            count = len(page["messages"])
+            after = int(page["next_after"]) if page["has_more"] else 0
+        out.messages += count
+        out.requests += 1
+        out.last_end = time.monotonic()
+        if out.last_end >= deadline:
+            break
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    samples.sort()
-    p50 = statistics.median(samples)
-    p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
-    return p50 * 1000, p99 * 1000
+
+def loadgen_main(conn: Connection) -> None:
+    """A load generator process: one thread per client, one command at a time."""
+    pool: dict[tuple[str, int], httpx.Client] = {}
+    while True:
+        command: Command | None = conn.recv()
+        if command is None:
+            break
+        results = [LoadResult() for _ in command.clients]
+        threads = []
+        for index, spec in enumerate(command.clients):
+            client = pool.get((command.key, index))
+            if client is None:
+                client = httpx.Client(base_url=spec.base_url, timeout=REQUEST_TIMEOUT_S)
+                pool[(command.key, index)] = client
+            threads.append(
+                threading.Thread(
+                    target=_drive,
+                    args=(client, spec, command.operation, command.deadline, results[index]),
+                )
+            )
+        time.sleep(max(0.0, command.start_at - time.monotonic()))
+        cpu_before = _cpu_seconds()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        total = LoadResult(cpu_s=_cpu_seconds() - cpu_before)
+        for result in results:
+            total.messages += result.messages
+            total.requests += result.requests
+            total.errors.extend(result.errors)
+            total.last_end = max(total.last_end, result.last_end)
+        conn.send(total)
+    for client in pool.values():
+        client.close()
 
 
-def main() -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp_path = Path(tmp)
-        db = tmp_path / "relay.db"
-        with running_relay(db, "--no-access-log") as live:
-            team = provision(db, tmp_path)
-            headers = live.pair(team["team_id"])
-            store_rate, stored = post_throughput(live, headers)
-            serve_rate = get_throughput(live, headers, stored)
-            latency_team = provision(db, tmp_path)
-            latency_headers = [live.pair(latency_team["team_id"]) for _ in range(4)]
-            p50_1, p99_1 = single_post_latency(live, latency_headers, 1)
-            p50_4, p99_4 = single_post_latency(live, latency_headers, 4)
-    print(
-        f"POST 1000-envelope batches : {store_rate:10,.0f} msg/s stored "
-        f"({store_rate / STORE_TARGET:.2f}x target {STORE_TARGET:,})"
+class LoadGenerators:
+    """Spawned load generator processes; clients are dealt to them round-robin."""
+
+    def __init__(self, count: int) -> None:
+        context = multiprocessing.get_context("spawn")  # no fork of a threaded process
+        self.pipes: list[Connection] = []
+        self.processes: list[Any] = []
+        for _ in range(count):
+            parent, child = context.Pipe()
+            process = context.Process(target=loadgen_main, args=(child,), daemon=True)
+            process.start()
+            child.close()
+            self.pipes.append(parent)
+            self.processes.append(process)
+
+    def run(
+        self, key: str, operation: str, clients: Sequence[ClientSpec], window: float
+    ) -> Measurement:
+        start_at = time.monotonic() + 0.05
+        deadline = start_at + window
+        busy_before = _machine_ticks()
+        for index, pipe in enumerate(self.pipes):
+            mine = list(clients[index :: len(self.pipes)])
+            pipe.send(Command(key, operation, mine, start_at, deadline))
+        results: list[LoadResult] = [pipe.recv() for pipe in self.pipes]
+        busy_after = _machine_ticks()
+        end = max(r.last_end for r in results)
+        elapsed = max(end - start_at, 1e-6)
+        errors = [e for r in results for e in r.errors]
+        return Measurement(
+            rate=sum(r.messages for r in results) / elapsed,
+            requests=sum(r.requests for r in results),
+            elapsed=elapsed,
+            loadgen_share=sum(r.cpu_s for r in results) / (elapsed * (os.cpu_count() or 1)),
+            machine_busy=_busy_share(busy_before, busy_after),
+            errors=errors,
+        )
+
+    def close(self) -> None:
+        for pipe in self.pipes:
+            pipe.send(None)
+        for process in self.processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.terminate()
+
+
+@dataclass
+class Measurement:
+    """One window of one (configuration, workload, operation)."""
+
+    rate: float
+    requests: int
+    elapsed: float
+    loadgen_share: float
+    machine_busy: float
+    errors: list[str]
+
+
+def _machine_ticks() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the whole machine from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def _busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total > 0 else float("nan")
+
+
+# -- relays, teams, credentials ----------------------------------------------------------
+
+
+@dataclass
+class Config:
+    """One configuration: its relay processes and, per workload, its clients."""
+
+    name: str
+    backend: str
+    processes: int
+    clients: dict[str, list[ClientSpec]] = field(default_factory=dict)
+
+
+def _pair(base_url: str, token: str, team_id: str) -> dict[str, str]:
+    response = httpx.post(
+        base_url + "/v1/pairing/exchange",
+        json={"token": token},
+        headers={"Agmsg-Protocol-Version": "1"},
+        timeout=30,
+    )
+    response.raise_for_status()
+    return {
+        "Agmsg-Protocol-Version": "1",
+        "Agmsg-Team-ID": team_id,
+        "Authorization": f"Bearer {response.json()['credential']}",
+    }
+
+
+def _build_clients(config: Config, database: str, urls: Sequence[str]) -> None:
+    """Teams of this configuration's own and one paired credential per client."""
+    from relay.secrets import utc_now
+    from relay.storage import location
+    from tests.relay.helpers import issue_token, provision
+
+    store = location.open_store(database)
+    try:
+        own = [provision(store).team_id for _ in range(CLIENTS)]
+        hot = provision(store).team_id
+        tokens = {
+            "many-teams": [(t, issue_token(store, t, utc_now())) for t in own],
+            "hot-team": [(hot, issue_token(store, hot, utc_now())) for _ in range(CLIENTS)],
+        }
+    finally:
+        store.close()
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        for workload, pairs in tokens.items():
+            targets = [urls[index % config.processes] for index in range(len(pairs))]
+            headers = pool.map(
+                lambda pair: _pair(pair[0], pair[1][1], pair[1][0]),
+                zip(targets, pairs, strict=True),
+            )
+            # Hot-team readers start at different pages of the one stream (past its
+            # head a page is empty and the reader starts again at 0).
+            config.clients[workload] = [
+                ClientSpec(url, h, index * PAGE if workload == "hot-team" else 0)
+                for index, (url, h) in enumerate(zip(targets, headers, strict=True))
+            ]
+
+
+@contextmanager
+def _relays(databases: Sequence[Any]) -> Iterator[list[str]]:
+    """A relay process per entry of ``databases``, started at once (start-up is mostly imports)."""
+    from tests.relay.live import running_relay
+
+    managers = [running_relay(database, "--no-access-log") for database in databases]
+    with ExitStack() as stack, ThreadPoolExecutor(len(managers)) as pool:
+        futures = [pool.submit(manager.__enter__) for manager in managers]
+        for manager in managers:
+            stack.push(manager.__exit__)  # a manager that failed to enter has exited itself
+        yield [future.result().base_url for future in futures]
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+Key = tuple[str, str, str]  # (configuration, workload, operation)
+
+
+def _seed(loadgen: LoadGenerators, configs: Sequence[Config], batches: int) -> None:
+    """Warm every relay and connection, and give every team at least a few full pages."""
+    for config in configs:
+        for workload in WORKLOADS:
+            for _ in range(batches):  # a 0 s window: one request per client
+                m = loadgen.run(config.name, "POST", config.clients[workload], 0.0)
+                if m.errors:
+                    raise RuntimeError(f"seeding {config.name} {workload}: {m.errors[:3]}")
+
+
+def _measure(
+    loadgen: LoadGenerators,
+    configs: Sequence[Config],
+    rounds: int,
+    window: float,
+    budget_end: float,
+) -> tuple[dict[Key, list[Measurement]], int]:
+    samples: dict[Key, list[Measurement]] = {}
+    done = 0
+    for number in range(1, rounds + 1):
+        round_started = time.monotonic()
+        for config in configs:
+            for workload in WORKLOADS:
+                for operation in OPERATIONS:
+                    m = loadgen.run(config.name, operation, config.clients[workload], window)
+                    if m.errors:
+                        raise RuntimeError(
+                            f"{config.name} {workload} {operation}: {sorted(set(m.errors))}"
+                        )
+                    samples.setdefault((config.name, workload, operation), []).append(m)
+        done = number
+        took = time.monotonic() - round_started
+        print(f"  round {number}: {took:.1f} s, {format_load()}", flush=True)
+        if number < rounds and time.monotonic() + took > budget_end:
+            print(f"  stopping after round {number}: the next would pass the time budget")
+            break
+    return samples, done
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _per_round(samples: dict[Key, list[Measurement]], a: Key, b: Key) -> list[float]:
+    """The ratios a/b of each round (both sides were measured in the same round)."""
+    return [x.rate / y.rate for x, y in zip(samples[a], samples[b], strict=True)]
+
+
+@dataclass(frozen=True)
+class RatioSpec:
+    """A reported ratio: numerator and denominator configurations and its target, if any."""
+
+    label: str
+    numerator: str
+    denominator: str
+    target: str | None
+    note: str | None
+
+
+def _ratio_specs(workload: str) -> list[RatioSpec]:
+    cores = os.cpu_count() or 1
+    growth = "grows with processes until the cores are used"
+    return [
+        RatioSpec("PG-1/SQLite-1", "pg-1", "sqlite-1", ">= 0.5", "PG-1 within 2x of SQLite-1"),
+        # Only across many teams can processes add throughput: a hot team's
+        # writes serialize on its one team row, whatever the process count.
+        RatioSpec(
+            "pg-2/pg-1",
+            "pg-2",
+            "pg-1",
+            "> 1" if workload == "many-teams" and cores >= 2 else None,
+            growth if workload == "many-teams" else None,
+        ),
+        RatioSpec(
+            "pg-4/pg-1",
+            "pg-4",
+            "pg-1",
+            "> 1" if workload == "many-teams" and cores >= 4 else None,
+            f"{cores} cores: flat after {min(cores, 4)} processes is expected",
+        ),
+    ]
+
+
+def _report(report: Report, samples: dict[Key, list[Measurement]], rounds: int) -> None:
+    names = [name for name, _, _ in CONFIGS]
+    header = (
+        f"{'workload':<11}{'op':<5}"
+        + "".join(f"{n:>10}" for n in names)
+        + "".join(f"{spec.label:>15}" for spec in _ratio_specs(WORKLOADS[0]))
+        + f"{'loadgen':>9}{'busy':>6}"
     )
     print(
-        f"GET limit=1000 pages       : {serve_rate:10,.0f} msg/s served "
-        f"({serve_rate / SERVE_TARGET:.2f}x target {SERVE_TARGET:,})"
+        f"\nmessages/s, median of {rounds} rounds; ratios: median of the per-round ratios "
+        "[lowest-highest round]"
     )
-    print(f"single POST, 1 client      : p50 {p50_1:6.2f} ms  p99 {p99_1:6.2f} ms")
-    print(f"single POST, 4 clients     : p50 {p50_4:6.2f} ms  p99 {p99_4:6.2f} ms")
-    print(f"served/stored ratio        : {serve_rate / store_rate:.2f}")
-    return 0
+    print(header)
+    print("-" * len(header))
+    for workload in WORKLOADS:
+        for operation in OPERATIONS:
+            medians = {
+                n: _median([m.rate for m in samples[(n, workload, operation)]]) for n in names
+            }
+            for name in names:
+                report.add(
+                    Figure(
+                        f"{operation} {workload} {name}",
+                        round(medians[name]),
+                        "msg/s",
+                        detail=_spread(samples[(name, workload, operation)]),
+                    ),
+                    show=False,
+                )
+            cells = []
+            for spec in _ratio_specs(workload):
+                ratios = _per_round(
+                    samples,
+                    (spec.numerator, workload, operation),
+                    (spec.denominator, workload, operation),
+                )
+                value = _median(ratios)
+                cells.append(f"{value:5.2f} [{min(ratios):.2f}-{max(ratios):.2f}]")
+                report.add(
+                    Figure(
+                        f"{operation} {workload} {spec.label}",
+                        round(value, 3),
+                        "x",
+                        target=spec.target,
+                        anchor=spec.denominator,
+                        source="#16" if spec.target else None,
+                        detail="; ".join(
+                            x
+                            for x in (spec.note, f"rounds {min(ratios):.2f}-{max(ratios):.2f}")
+                            if x
+                        ),
+                    ),
+                    show=False,
+                )
+            every = [m for n in names for m in samples[(n, workload, operation)]]
+            loadgen = _median([m.loadgen_share for m in every])
+            busy = _median([m.machine_busy for m in every])
+            report.add(
+                Figure(f"{operation} {workload} load generator CPU share", loadgen, "of machine"),
+                show=False,
+            )
+            print(
+                f"{workload:<11}{operation:<5}"
+                + "".join(f"{medians[n]:>10,.0f}" for n in names)
+                + "".join(f"{cell:>15}" for cell in cells)
+                + f"{loadgen:>8.0%} {busy:>5.0%}"
+            )
+    print(
+        "loadgen: the load generators' CPU as a share of all cores; busy: the machine's "
+        f"CPU in use during the windows ({os.cpu_count()} cores). A hot team's writes "
+        "serialize on its team row, so only many-teams is expected to scale."
+    )
+    print("\ntargets (issue #16):")
+    for figure in report.figures:
+        if figure.target is not None:
+            verdict = {True: "met", False: "MISSED", None: "?"}[figure.met]
+            print(
+                f"  {figure.name}: {figure.value:.2f} (target {figure.target}) {verdict}"
+                f"  {figure.detail or ''}"
+            )
+
+
+def _spread(values: Sequence[Measurement]) -> str:
+    rates = [m.rate for m in values]
+    return f"min {min(rates):,.0f} max {max(rates):,.0f} over {len(rates)} rounds"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_common_arguments(parser)
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--window", type=float, default=None, help="seconds per measurement")
+    args = parser.parse_args(argv)
+    rounds = args.rounds or (QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS)
+    window = args.window or (QUICK_WINDOW_S if args.quick else DEFAULT_WINDOW_S)
+    budget = QUICK_BUDGET_S if args.quick else DEFAULT_BUDGET_S
+
+    from tests.relay.pg_server import start_server
+
+    report = Report("relay", args.quick)
+    started = time.monotonic()
+    print(f"bench_relay: start, {format_load()}, {os.cpu_count()} cores", flush=True)
+    loadgen = LoadGenerators(LOADGEN_PROCESSES)
+    server = start_server()
+    try:
+        with (
+            TreeMemorySampler() as memory,
+            tempfile.TemporaryDirectory() as tmp,
+            ExitStack() as stack,
+        ):
+            pg_url = server.create_database()
+            from relay.storage import location
+
+            location.initialize(pg_url)
+            sqlite_db = Path(tmp) / "relay.db"
+            most = max(n for _, _, n in CONFIGS)
+            urls = stack.enter_context(_relays([*[pg_url] * most, sqlite_db]))
+            pg_urls, sqlite_urls = urls[:most], urls[most:]
+            relays_up = time.monotonic()
+            configs = []
+            for name, backend, processes in CONFIGS:
+                config = Config(name, backend, processes)
+                if backend == "sqlite":
+                    _build_clients(config, str(sqlite_db), sqlite_urls)
+                else:
+                    _build_clients(config, pg_url, pg_urls[:processes])
+                configs.append(config)
+            clients_up = time.monotonic()
+            _seed(loadgen, configs, 0 if args.quick else SEED_BATCHES)
+            print(
+                f"  set-up {time.monotonic() - started:.1f} s (server and relays "
+                f"{relays_up - started:.1f} s, teams and pairing {clients_up - relays_up:.1f} s, "
+                f"seeding {time.monotonic() - clients_up:.1f} s); {rounds} rounds x "
+                f"{len(CONFIGS) * len(WORKLOADS) * len(OPERATIONS)} windows of {window} s, "
+                f"{CLIENTS} clients over {LOADGEN_PROCESSES} load generator processes",
+                flush=True,
+            )
+            samples, done = _measure(loadgen, configs, rounds, window, started + budget)
+        _report(report, samples, done)
+        report.add_memory(
+            "whole tree (relays, PostgreSQL server, load generators, bench)", memory.peak
+        )
+    finally:
+        loadgen.close()
+        server.stop()
+    print(f"total {time.monotonic() - started:.1f} s")
+    return report.finish(args.json)
 
 
 if __name__ == "__main__":

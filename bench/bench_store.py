@@ -8,20 +8,35 @@ in one bulk ``executemany`` transaction) and reports, in one run:
 * ``send_many`` of 1,000 — vs a bare batched ``executemany`` (target ≤ 2×);
 * ``list_unread`` with 100 unread, ``history --limit 50`` (team and agent),
   and ``watch_after`` with nothing new — each as the 1M / 10k ratio
-  (target ≤ 1.5×).
+  (target ≤ 1.5×), the two sizes interleaved call by call.
 
-Run: ``.venv/bin/python bench/bench_store.py [--large N]``.
+Every comparison is interleaved (A B A B …) and reported as the medians and
+the median of the per-pair ratios, with the load average and the process
+tree's peak memory beside.
+
+Run: ``.venv/bin/python bench/bench_store.py [--quick] [--json PATH] [--large N]``.
+``--quick`` builds 200,000 messages as the large store and repeats less.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _common import (
+    Figure,
+    Pairing,
+    Report,
+    TreeMemorySampler,
+    add_common_arguments,
+    format_load,
+    summarize,
+)
 
 from syncengine.ids import new_uuid7
 from syncengine.store import OutgoingMessage, Store
@@ -54,9 +69,9 @@ def build(path: Path, size: int) -> Store:
         rows(),
     )
     conn.executemany(
-        "INSERT INTO message_reads (id, msg_seq, reader_pk, at, log_position)"
-        " VALUES (?, ?, ?, ?, ?)",
-        ((f"r-{seq}", seq, reader, AT, seq) for seq in range(10, size + 1, 10)),
+        "INSERT INTO message_reads (id, team_pk, msg_seq, reader_pk, at, log_position)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        ((f"r-{seq}", team, seq, reader, AT, seq) for seq in range(10, size + 1, 10)),
     )
     conn.execute(
         "INSERT INTO read_frontiers (member_pk, local_position) VALUES (?, ?)",
@@ -65,17 +80,6 @@ def build(path: Path, size: int) -> Store:
     conn.execute("COMMIT")
     store.send_many(OutgoingMessage("bench", "a1", "reader", f"unread {i}") for i in range(100))
     return store
-
-
-def per_op(fn: Callable[[], object], repeat: int) -> float:
-    """Median seconds per call over ``repeat`` calls (after one warm-up)."""
-    fn()
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def bare_rows(conn: Any, count: int) -> list[tuple[Any, ...]]:
@@ -90,7 +94,7 @@ INSERT = (
 )
 
 
-def bench_writes(store: Store, singles: int, batch: int) -> dict[str, float]:
+def bench_writes(store: Store, singles: int, batch: int) -> dict[str, Pairing]:
     conn = store.conn
     rows = iter(bare_rows(conn, singles + 2))
 
@@ -129,10 +133,8 @@ def bench_writes(store: Store, singles: int, batch: int) -> dict[str, float]:
         batches_bare.append(timed(bare_batch))
         batches_api.append(timed(api_batch))
     return {
-        "bare_single": statistics.median(singles_bare),
-        "send": statistics.median(singles_api),
-        "bare_batch": statistics.median(batches_bare),
-        "send_many": statistics.median(batches_api),
+        "send": summarize(singles_api, singles_bare),
+        "send_many": summarize(batches_api, batches_bare),
     }
 
 
@@ -142,60 +144,100 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def bench_reads(store: Store, repeat: int) -> dict[str, float]:
-    tip = store.watch_tip(["bench:reader"])
-    assert len(store.list_unread("bench", "reader")) == 100
-    return {
-        "list_unread(100 unread)": per_op(lambda: store.list_unread("bench", "reader"), repeat),
-        "history --limit 50": per_op(lambda: store.history("bench", None, 50), repeat),
-        "history a3 --limit 50": per_op(lambda: store.history("bench", "a3", 50), repeat),
-        "watch_after (nothing new)": per_op(
-            lambda: store.watch_after(tip, ["bench:reader", "bench:a3"]), repeat
-        ),
-    }
+def bench_reads(small: Store, large: Store, repeat: int) -> dict[str, Pairing]:
+    """Each read on the large store over the same read on the small one,
+    the two sizes interleaved call by call (after one warm-up of each)."""
+
+    def reads(store: Store) -> dict[str, Callable[[], object]]:
+        tip = store.watch_tip(["bench:reader"])
+        assert len(store.list_unread("bench", "reader")) == 100
+        return {
+            "list_unread(100 unread)": lambda: store.list_unread("bench", "reader"),
+            "history --limit 50": lambda: store.history("bench", None, 50),
+            "history a3 --limit 50": lambda: store.history("bench", "a3", 50),
+            "watch_after (nothing new)": lambda: store.watch_after(
+                tip, ["bench:reader", "bench:a3"]
+            ),
+        }
+
+    a, b = reads(small), reads(large)
+    out = {}
+    for name in a:
+        a[name](), b[name]()
+        smalls, larges = [], []
+        for _ in range(repeat):
+            smalls.append(timed(a[name]))
+            larges.append(timed(b[name]))
+        out[name] = summarize(larges, smalls)
+    return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--large", type=int, default=1_000_000)
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_common_arguments(parser)
+    parser.add_argument("--large", type=int, default=None, help="1,000,000; quick 200,000")
     parser.add_argument("--small", type=int, default=10_000)
-    parser.add_argument("--singles", type=int, default=100)
+    parser.add_argument("--singles", type=int, default=None, help="100; quick 50")
     parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=None, help="200; quick 50")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(dir=Path(__file__).resolve().parent.parent) as tmp:
+    large_size = args.large or (200_000 if args.quick else 1_000_000)
+    singles = args.singles or (50 if args.quick else 100)
+    repeat = args.repeat or (50 if args.quick else 200)
+    report = Report("store", args.quick)
+    with (
+        TreeMemorySampler(interval=0.5) as sampler,
+        tempfile.TemporaryDirectory(dir=Path(__file__).resolve().parent.parent) as tmp,
+    ):
         stores = {}
-        for label, size in (("small", args.small), ("large", args.large)):
+        for label, size in (("small", args.small), ("large", large_size)):
             started = time.perf_counter()
             stores[label] = build(Path(tmp) / f"{label}.db", size)
             print(f"built {label} store: {size:,} messages in {time.perf_counter() - started:.1f}s")
-        reads = {label: bench_reads(store, args.repeat) for label, store in stores.items()}
-        writes = bench_writes(stores["small"], args.singles, args.batch)
-        print("\nwrites (10k store; median per operation)")
-        print(f"  bare insert+commit     {writes['bare_single'] * 1e3:9.3f} ms")
-        print(
-            f"  send (one txn each)    {writes['send'] * 1e3:9.3f} ms   "
-            f"ratio {writes['send'] / writes['bare_single']:.2f}x (target <= 1.5x)"
-        )
-        print(f"  bare batch of {args.batch}    {writes['bare_batch'] * 1e3:9.3f} ms")
-        print(
-            f"  send_many of {args.batch}     {writes['send_many'] * 1e3:9.3f} ms   "
-            f"ratio {writes['send_many'] / writes['bare_batch']:.2f}x (target <= 2x)"
-        )
-        print(
-            f"  send_many throughput   {args.batch / writes['send_many']:9.0f} msg/s; "
-            f"send {1 / writes['send']:.0f} msg/s"
-        )
-        print(f"\nreads (median per call)      {args.small:>10,} {args.large:>12,}   ratio")
-        for name in reads["small"]:
-            small, large = reads["small"][name], reads["large"][name]
-            print(
-                f"  {name:26} {small * 1e6:8.1f}us {large * 1e6:10.1f}us   "
-                f"{large / small:.2f}x (target <= 1.5x)"
-            )
+        print(f"interleaved; {format_load()}")
+        reads = bench_reads(stores["small"], stores["large"], repeat)
+        writes = bench_writes(stores["small"], singles, args.batch)
         for store in stores.values():
             store.close()
+    send, many = writes["send"], writes["send_many"]
+    print(f"\nwrites ({args.small:,} store; medians, {send.pairs} and {many.pairs} pairs)")
+    print(f"  bare insert+commit     {send.b * 1e3:9.3f} ms")
+    print(f"  send (one txn each)    {send.a * 1e3:9.3f} ms   per-pair ratio {send.ratio:.2f}x")
+    print(f"  bare batch of {args.batch}    {many.b * 1e3:9.3f} ms")
+    print(
+        f"  send_many of {args.batch}     {many.a * 1e3:9.3f} ms   per-pair ratio {many.ratio:.2f}x"
+    )
+    print(f"  send_many throughput   {args.batch / many.a:9.0f} msg/s; send {1 / send.a:.0f} msg/s")
+    report.add(
+        Figure("send / bare insert+commit", send.ratio, "x", "<= 1.5", "bare APSW insert", "#4")
+    )
+    report.add(
+        Figure(
+            f"send_many of {args.batch} / bare executemany",
+            many.ratio,
+            "x",
+            "<= 2",
+            "bare APSW executemany",
+            "#4",
+        )
+    )
+    print(f"\nreads (median per call)      {args.small:>10,} {large_size:>12,}   per-pair ratio")
+    for name, pair in reads.items():
+        print(f"  {name:26} {pair.b * 1e6:8.1f}us {pair.a * 1e6:10.1f}us   {pair.ratio:.2f}x")
+        report.add(
+            Figure(
+                f"{name} @ {large_size:,} / @ {args.small:,}",
+                pair.ratio,
+                "x",
+                "<= 1.5",
+                f"{args.small:,} store",
+                "#4",
+            ),
+            show=False,
+        )
+    report.add_memory("process tree (one process)", sampler.peak)
+    return report.finish(args.json)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

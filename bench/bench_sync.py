@@ -3,22 +3,32 @@
 Builds two stores side by side — 10,000 and 1,000,000 messages by default —
 each with a synced history: every message an acknowledged reservation, a
 tenth of them pulled imports with quarantine rows, the transport cursor at
-the end. Then, in one run, for each store (median of ``--rounds``):
+the end. Then each round runs every operation on the small store and then
+on the large one (A B A B …, so the machine's noise falls on both sizes
+alike):
 
 * ``prepare none``   — prepare_push of 1,000 new messages, cipher none;
 * ``reconcile``      — reconcile_push of those 1,000 acks;
-* ``prepare age``    — prepare_push of 1,000 new messages, age-v1 to one
-  recipient, beside 1,000 bare ``wire.profiles.seal`` calls (target ≤ 1.3×);
+* ``prepare age``    — prepare_push of 1,000 new messages, age-v1 to one recipient;
 * ``apply none``     — apply_pull of a 1,000-message importable page;
 * ``apply age``      — apply_pull of 1,000 sealed envelopes (pending_key),
   each looked up in the replay index first;
 * ``reprocess page`` — reprocess of 1,000 quarantined (pending_key) rows;
 * ``reprocess apply``— feeding those 1,000 back through apply, now importable.
 
-Targets: large/small ≤ 1.5 for every operation; every ``none`` operation
-on 1,000 messages ≤ 0.5 s.
+Each operation is measured in wall time, CPU time of the thread that runs it
+and bytes written (``wchar`` of /proc/self/io: every write SQLite makes);
+the report gives the medians per size and the median of the per-round
+ratios large/small. Then, interleaved per size, age-v1 prepare beside 1,000
+bare ``wire.profiles.seal`` calls.
 
-Run: ``.venv/bin/python bench/bench_sync.py [--small N] [--large N] [--rounds R]``.
+Targets: large/small CPU time and bytes written ≤ 1.2 for prepare,
+reconcile, apply and reprocess (issue #17, at 1,000,000 vs 10,000); wall
+≤ 1.5 (issue #5); age-v1 prepare ≤ 1.2× bare seals at any size (#17); every
+``none`` operation on 1,000 messages ≤ 0.5 s.
+
+Run: ``.venv/bin/python bench/bench_sync.py [--quick] [--json PATH]
+[--small N] [--large N] [--rounds R]``.
 """
 
 from __future__ import annotations
@@ -26,12 +36,23 @@ from __future__ import annotations
 import argparse
 import base64
 import os
-import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from _common import (
+    Figure,
+    Report,
+    TreeMemorySampler,
+    add_common_arguments,
+    format_load,
+    interleaved,
+    summarize,
+)
 
 from syncengine.ids import new_uuid4, new_uuid7
 from syncengine.ops.bindings import BindingKey
@@ -135,7 +156,8 @@ class Bench:
         return run
 
     def reconcile(self) -> Callable[[], object]:
-        return lambda: self.store.sync_reconcile_push(self.key, self.acks)
+        acks, self.acks = self.acks, []
+        return lambda: self.store.sync_reconcile_push(self.key, acks)
 
     def prepare_age(self) -> Callable[[], object]:
         if self.acks:  # acknowledge the previous round outside the timing
@@ -237,26 +259,32 @@ def bare_seals(identity: X25519Identity, team_id: str) -> Callable[[], object]:
     return run
 
 
-def timed(setup: Callable[[], Callable[[], object]], rounds: int) -> float:
-    samples = []
-    for _ in range(rounds):
-        run = setup()
-        start = time.perf_counter()
-        run()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+@dataclass
+class Samples:
+    """Per-round samples of one operation on one store."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    written: list[float] = field(default_factory=list)
 
 
-def age_ratio(bench: Bench, identity: X25519Identity, rounds: int) -> tuple[float, float, float]:
-    """Median of per-round (age prepare / bare seals), each pair measured
-    back to back so machine noise hits both alike."""
-    pairs = []
-    for _ in range(rounds):
-        bare = timed(lambda: bare_seals(identity, bench.key.remote_team_id), 1)
-        prepared = timed(bench.prepare_age, 1)
-        pairs.append((prepared / bare, prepared, bare))
-    pairs.sort()
-    return pairs[len(pairs) // 2]
+def _wchar() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    return 0
+
+
+def measure(setup: Callable[[], Callable[[], object]], into: Samples) -> float:
+    """Set up untimed, then run once: wall, thread CPU and bytes written."""
+    run = setup()
+    written, cpu, started = _wchar(), time.thread_time(), time.perf_counter()
+    run()
+    wall = time.perf_counter() - started
+    into.cpu.append(time.thread_time() - cpu)
+    into.written.append(float(_wchar() - written))
+    into.wall.append(wall)
+    return wall
 
 
 OPERATIONS = [
@@ -268,48 +296,110 @@ OPERATIONS = [
     "reprocess_page",
     "reprocess_apply",
 ]
+#: Issue #17's rule: per page at 1M within 1.2× of 10k in CPU time and bytes.
+ISSUE_17_OPS = {"prepare_none", "reconcile", "apply_none", "reprocess_page", "reprocess_apply"}
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_common_arguments(parser)
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--large", type=int, default=1_000_000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (7; quick 3)")
     args = parser.parse_args()
+    rounds = args.rounds or (3 if args.quick else 7)
+    report = Report("sync", args.quick)
     identity = X25519Identity.generate()
-    results: dict[str, dict[int, float]] = {op: {} for op in OPERATIONS}
-    with tempfile.TemporaryDirectory() as tmp:
+    sizes = (args.small, args.large)
+    results = {op: {size: Samples() for size in sizes} for op in OPERATIONS}
+    age_pairs: dict[int, dict[str, list[float]]] = {}
+    with (
+        TreeMemorySampler(interval=0.5) as sampler,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         benches = {}
-        for size in (args.small, args.large):
+        for size in sizes:
             key = BindingKey("bench", new_uuid7(), new_uuid7(), 1)
             start = time.perf_counter()
             store = build(Path(tmp) / f"s{size}.db", size, key)
             print(f"built {size:,}-message store in {time.perf_counter() - start:.1f} s")
             benches[size] = Bench(store, key, identity)
-        for op in OPERATIONS:
-            for size, bench in benches.items():
-                # reconcile / reprocess_apply consume the state the op before set up.
-                once = op in ("reconcile", "reprocess_apply")
-                results[op][size] = timed(getattr(bench, op), 1 if once else args.rounds)
-        ratios = {size: age_ratio(bench, identity, args.rounds) for size, bench in benches.items()}
+        print(f"{rounds} rounds, sizes interleaved; {format_load()}")
+        # One warm-up round, dropped: first statements, caches.
+        for index in range(rounds + 1):
+            for op in OPERATIONS:
+                for size, bench in benches.items():
+                    into = results[op][size] if index else Samples()
+                    measure(getattr(bench, op), into)
+        print(f"age-v1 prepare beside bare seals, {rounds} pairs per size; {format_load()}")
+        for size, bench in benches.items():
+            bare = bare_seals(identity, bench.key.remote_team_id)
+
+            def prepare_side(bench: Bench = bench) -> float:
+                return measure(bench.prepare_age, Samples())
+
+            def bare_side(bare: Callable[[], object] = bare) -> float:
+                return measure(lambda: bare, Samples())
+
+            age_pairs[size] = interleaved({"prepare": prepare_side, "bare": bare_side}, rounds)
         for bench in benches.values():
             bench.store.close()
-    print(f"\n{'operation (1,000 messages)':<28}{args.small:>12,}{args.large:>12,}{'ratio':>8}")
-    worst = 0.0
+
+    small, large = sizes
+    print(f"\n{'operation (1,000 messages)':<18}{small:>11,}{large:>11,}  wall  cpu  bytes")
     for op in OPERATIONS:
-        small, large = results[op][args.small], results[op][args.large]
-        worst = max(worst, large / small)
-        print(f"{op:<28}{small * 1000:>10.1f}ms{large * 1000:>10.1f}ms{large / small:>8.2f}")
-    for size in (args.small, args.large):
-        ratio, prepared, bare = ratios[size]
-        print(
-            f"age prepare / bare seals @ {size:,}: {prepared * 1000:.1f}ms / {bare * 1000:.1f}ms"
-            f" = {ratio:.2f} (target <= 1.3)"
+        a, b = results[op][small], results[op][large]
+        wall, cpu, written = (
+            summarize(b.wall, a.wall),
+            summarize(b.cpu, a.cpu),
+            summarize([max(x, 1.0) for x in b.written], [max(x, 1.0) for x in a.written]),
         )
-    print(f"worst large/small ratio: {worst:.2f} (target <= 1.5)")
-    slow = [op for op in OPERATIONS if op != "prepare_age" and max(results[op].values()) > 0.5]
-    print("none ops over 0.5 s: " + (", ".join(slow) if slow else "none"))
+        print(
+            f"{op:<18}{wall.b * 1000:>9.1f}ms{wall.a * 1000:>9.1f}ms  {wall.ratio:.2f}  "
+            f"{cpu.ratio:.2f}  {written.ratio:.2f}  ({written.b / 1024:.0f} / "
+            f"{written.a / 1024:.0f} KiB written)"
+        )
+        label = f"{op} per 1,000 @ {large:,} / @ {small:,}"
+        report.add(Figure(f"{label}: wall", wall.ratio, "x", "<= 1.5", "10k store", "#5"), False)
+        target = "<= 1.2" if op in ISSUE_17_OPS else None
+        source = "#17" if target else None
+        report.add(Figure(f"{label}: CPU", cpu.ratio, "x", target, "10k store", source), False)
+        report.add(
+            Figure(f"{label}: bytes written", written.ratio, "x", target, "10k store", source),
+            False,
+        )
+        if op != "prepare_age":
+            report.add(
+                Figure(
+                    f"{op} of 1,000 @ {large:,}: wall",
+                    wall.a * 1000,
+                    "ms",
+                    "<= 500",
+                    source="#5",
+                ),
+                False,
+            )
+    print()
+    for size in sizes:
+        pair = summarize(age_pairs[size]["prepare"], age_pairs[size]["bare"])
+        report.add(
+            Figure(
+                f"age-v1 prepare of 1,000 / 1,000 bare seals @ {size:,}",
+                pair.ratio,
+                "x",
+                target="<= 1.2",
+                anchor="bare wire.profiles.seal",
+                source="#17",
+                detail=f"prepare {pair.a * 1000:.1f} ms, bare {pair.b * 1000:.1f} ms median",
+            )
+        )
+    missed = [f.name for f in report.figures if f.met is False]
+    print(
+        f"figures over target: {len(missed)} of {sum(f.target is not None for f in report.figures)}"
+    )
+    report.add_memory("process tree (one process)", sampler.peak)
+    return report.finish(args.json)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
