@@ -3,8 +3,10 @@
 Each command group lives in its own module exposing ``register(subparsers)``.
 Start-up cost matters (``syncengine pull`` runs on a schedule and the bash
 driver spawns one process per storage operation), so :func:`main` imports
-only the module of the command actually invoked; ``--help`` and unknown
-commands import them all. A handler returns the process exit code.
+only the module of the command actually invoked, and that module builds
+only the invoked command's parser (:class:`_OnlyCommand`: the sibling
+commands it registers are discarded unbuilt); ``--help`` and unknown
+commands build them all. A handler returns the process exit code.
 """
 
 from __future__ import annotations
@@ -76,7 +78,12 @@ exit codes of connect, push, pull, sync, run, status, resync, resume, reprocess,
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))
 
 
-def build_parser(modules: Iterable[str] = COMMAND_MODULES) -> argparse.ArgumentParser:
+def build_parser(
+    modules: Iterable[str] = COMMAND_MODULES, *, only: str | None = None
+) -> argparse.ArgumentParser:
+    """The ``syncengine`` parser with the commands of ``modules``; with
+    ``only``, just that command's parser is built (the same parser, help and
+    exit codes as in the full tree), which is all a run of that command needs."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -95,10 +102,45 @@ def build_parser(modules: Iterable[str] = COMMAND_MODULES) -> argparse.ArgumentP
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
+    registry: Any = subparsers if only is None else _OnlyCommand(subparsers, only)
     for name in modules:
-        importlib.import_module(name).register(subparsers)
+        importlib.import_module(name).register(registry)
     _add_exit_codes(subparsers)
     return parser
+
+
+class _OnlyCommand:
+    """The sub-parser registry as a command module sees it, when one command
+    runs: ``add_parser`` builds that command and hands back a
+    :class:`_Discarded` for every other, so their arguments, sub-commands and
+    help texts are never built (start-up cost, issue #17)."""
+
+    def __init__(self, subparsers: Any, command: str) -> None:
+        self._subparsers = subparsers
+        self._command = command
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        if name != self._command:
+            return _DISCARDED
+        return self._subparsers.add_parser(name, **kwargs)
+
+
+class _Discarded:
+    """Accepts whatever a ``register`` function does to a parser it built
+    (``add_argument``, ``add_subparsers``, ``set_defaults``, attribute
+    assignment …) and keeps none of it."""
+
+    def __getattr__(self, name: str) -> Any:
+        return self._ignore
+
+    def __setattr__(self, name: str, value: object) -> None:
+        pass
+
+    def _ignore(self, *args: object, **kwargs: object) -> _Discarded:
+        return self
+
+
+_DISCARDED = _Discarded()
 
 
 def _add_exit_codes(subparsers: Any) -> None:
@@ -121,16 +163,20 @@ def _inherit(parser: Any, codes: str | None) -> None:
                 _inherit(child, parser.epilog if "exit code" in (parser.epilog or "") else codes)
 
 
-def _modules_for(argv: Sequence[str]) -> tuple[str, ...]:
-    """Only the invoked command's module, when the command is unambiguous
-    (global logging flags may come before it)."""
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The invoked command, when it is unambiguous (global logging flags may
+    come before it); ``None`` for help, an unknown command or none."""
     rest = list(argv)
     while rest and rest[0] in _GLOBAL_FLAGS:
         rest = rest[2:] if rest[0] == "--log-format" else rest[1:]
     first = rest[0] if rest else None
-    if first in COMMANDS:
-        return (COMMANDS[first],)
-    return COMMAND_MODULES
+    return first if first in COMMANDS else None
+
+
+def _modules_for(argv: Sequence[str]) -> tuple[str, ...]:
+    """Only the invoked command's module, when the command is unambiguous."""
+    command = _command_in(argv)
+    return COMMAND_MODULES if command is None else (COMMANDS[command],)
 
 
 _GLOBAL_FLAGS = frozenset({"-v", "-vv", "-vvv", "--verbose", "-q", "--quiet", "--log-format"})
@@ -155,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"syncengine {__version__}")
         return 0
-    parser = build_parser(_modules_for(args_list))
+    parser = build_parser(_modules_for(args_list), only=_command_in(args_list))
     args = parser.parse_args(args_list)
     from syncengine.cli.logsetup import configured_logging, level_for
 

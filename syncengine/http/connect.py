@@ -27,14 +27,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from syncengine.http import errors as e
-from syncengine.http.credentials import Credential, Secret
 from wire.errors import WireError
-from wire.http_v1.capabilities import Capabilities
 
 if TYPE_CHECKING:
     import httpx
 
+    # The package imports this module for its ``connect`` name, so every
+    # ``syncengine.http.*`` import pays for these lines: what only a pairing
+    # needs is imported inside :func:`connect` (start-up cost, issue #17).
     from syncengine.http.client import ClientConfig, RelayBinding
+    from syncengine.http.credentials import Credential, Secret
+    from wire.http_v1.capabilities import Capabilities
 
 __all__ = ["ConnectResult", "connect"]
 
@@ -70,6 +73,7 @@ def connect(
 ) -> ConnectResult:
     """Run health → exchange → verification; return what to persist, or raise."""
     from syncengine.http.client import RelayClient
+    from syncengine.http.credentials import Credential, Secret
 
     with RelayClient(
         endpoint, config=config, transport=transport, sleep=sleep, clock=clock

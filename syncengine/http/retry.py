@@ -30,13 +30,15 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import NoReturn, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import httpx
-import tenacity
 
 from syncengine.http import errors as e
-from wire.http_v1.errors import ErrorResponse
+
+if TYPE_CHECKING:
+    # Parsed by the client, only when the relay answers with an error.
+    from wire.http_v1.errors import ErrorResponse
 
 __all__ = [
     "MAX_RETRY_AFTER",
@@ -248,47 +250,6 @@ def is_retryable(exc: BaseException) -> bool:
 # --- the loop ----------------------------------------------------------------
 
 
-class _RetryAfterOrBackoff(tenacity.wait.wait_base):
-    """Wait exactly ``Retry-After`` when given, else full-jitter capped backoff."""
-
-    def __init__(self, policy: RetryPolicy) -> None:
-        self._backoff = tenacity.wait_random_exponential(
-            multiplier=policy.backoff_base, max=policy.backoff_cap
-        )
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        outcome = retry_state.outcome
-        exc = outcome.exception() if outcome is not None else None
-        if isinstance(exc, e.RelayClientError) and exc.retry_after is not None:
-            return exc.retry_after
-        return float(self._backoff(retry_state))
-
-
-class _StopByBudget(tenacity.stop.stop_base):
-    """Stop after ``max_attempts``, or when the next wait would overrun ``max_elapsed``."""
-
-    def __init__(self, policy: RetryPolicy, clock: Callable[[], float]) -> None:
-        self._policy = policy
-        self._clock = clock
-        self._start = clock()
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        if retry_state.attempt_number >= self._policy.max_attempts:
-            return True
-        elapsed = self._clock() - self._start
-        return elapsed + retry_state.upcoming_sleep > self._policy.max_elapsed
-
-
-def _give_up(retry_state: tenacity.RetryCallState) -> NoReturn:
-    outcome = retry_state.outcome
-    assert outcome is not None  # tenacity calls this only after an attempt
-    exc = outcome.exception()
-    assert exc is not None  # only failed attempts are retried
-    if isinstance(exc, e.RelayClientError):
-        exc.attempts = retry_state.attempt_number
-    raise exc
-
-
 def call_with_retry(
     attempt: Callable[[], T],
     policy: RetryPolicy,
@@ -300,31 +261,30 @@ def call_with_retry(
     """Run ``attempt`` until it succeeds, fails definitively, or the budget is spent.
 
     ``attempt`` must send the same bytes every time; this loop never builds
-    requests. The error that surfaces carries ``attempts``.
+    requests. The error that surfaces carries ``attempts``. The first
+    attempt runs here; only a retryable failure of it brings in the loop of
+    :mod:`syncengine.http.retry_loop` (and tenacity), which goes on from
+    attempt 2 with the budget counted from this first attempt's start.
     """
+    started = clock()
+    try:
+        return attempt()
+    except BaseException as exc:
+        if not is_retryable(exc):
+            raise
+        first_failure = exc
+    from syncengine.http.retry_loop import retry_after_failure
 
-    def log_retry(retry_state: tenacity.RetryCallState) -> None:
-        outcome = retry_state.outcome
-        exc = outcome.exception() if outcome is not None else None
-        _log.warning(
-            "retrying %s after %s in %.2fs (attempt %d of %d)",
-            describe,
-            str(exc) if isinstance(exc, e.RelayClientError) else type(exc).__name__,
-            retry_state.upcoming_sleep,
-            retry_state.attempt_number + 1,
-            policy.max_attempts,
-        )
-
-    retrying = tenacity.Retrying(
-        retry=tenacity.retry_if_exception(is_retryable),
-        wait=_RetryAfterOrBackoff(policy),
-        stop=_StopByBudget(policy, clock),
+    return retry_after_failure(
+        attempt,
+        first_failure,
+        policy,
+        is_retryable=is_retryable,
+        describe=describe,
         sleep=sleep,
-        before_sleep=log_retry,
-        retry_error_callback=_give_up,
+        clock=clock,
+        started=started,
     )
-    result: T = retrying(attempt)
-    return result
 
 
 def backoff_window(policy: RetryPolicy, attempt_number: int) -> float:

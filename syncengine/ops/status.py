@@ -15,10 +15,12 @@ grouped scans of the binding's rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncengine.ops.bindings import BindingKey, SyncBinding, load_binding
-from syncengine.ops.resync import SyncResyncAudit
+
+if TYPE_CHECKING:
+    from syncengine.ops.resync import SyncResyncAudit
 
 __all__ = ["BlockedMessage", "MemberReadStatus", "SyncStatus", "sync_status"]
 
@@ -97,6 +99,8 @@ def sync_status(conn: Any, key: BindingKey) -> SyncStatus:
         " WHERE binding_pk = ? AND driver_generation = ? ORDER BY accepted_floor DESC LIMIT ?",
         (binding.pk, binding.driver_generation, MAX_LISTED_GAPS),
     ).fetchall()
+    if gaps:  # ``syncengine status`` loads the resync records only for a gap (issue #17)
+        from syncengine.ops.resync import SyncResyncAudit
     accepted = tuple(SyncResyncAudit(row[0], row[1]) for row in reversed(gaps))
     floor = conn.execute(
         "SELECT read_floor FROM sync_bindings WHERE binding_pk = ?", (binding.pk,)
