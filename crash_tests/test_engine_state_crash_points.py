@@ -14,6 +14,10 @@ then checks the store the crash left and that the engine carries on:
   the rerun of the same command converges to one audit row and the cursor
   at the floor — from the audit when the driver had committed (its output
   was lost) — and the next ``sync`` pulls only what the relay still holds;
+* resume with a contradicted acknowledgement to repair, killed inside its
+  transaction (``engine.resume.repaired``) or at its commit: the ack and the
+  halt stand together, or the reservation is published again (same wire ID
+  and envelope) and the halt is gone together; a rerun and one sync converge;
 * record / security / identity: the store opens with the previous durable
   state (before commit) or the new one (after commit), and the next ``sync``
   converges exactly once.
@@ -51,6 +55,12 @@ RECONNECT = (
     "engine.adopted.before_commit",
     "engine.adopted.after_commit",
 )
+#: resume's repair of contradicted acknowledgements (inside its transaction).
+RESUME_REPAIR = (
+    "engine.resume.repaired",
+    "engine.resume.before_commit",
+    "engine.resume.after_commit",
+)
 CLIResult = subprocess.CompletedProcess[str]
 EXPECTED = sorted([("alice", "bob", "a1"), ("bob", "alice", "b1")])
 
@@ -64,7 +74,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
 
 def test_every_engine_point_is_exercised_here() -> None:
     engine_points = set(ENGINE_CRASH_POINTS)
-    covered = {*CONNECT, "engine.connect.after_commit", *RECONNECT}
+    covered = {*CONNECT, "engine.connect.after_commit", *RECONNECT, *RESUME_REPAIR}
     covered |= {f"engine.{t}.{w}_commit"
                 for t in ("record", "roster", "resync", "resume", "security", "identity",
                           "epoch", "epoch_import")
@@ -337,3 +347,34 @@ def test_resume_killed_at_its_commit_leaves_the_halt_or_clears_it(
     assert halt == ([("corrupt-state",)] if when == "before" else [(None,)])
     assert run_cli(a, "resume").returncode == 0  # rerun: clears it, or finds nothing
     _converges(a, b)
+
+
+@pytest.mark.parametrize("point", RESUME_REPAIR)
+def test_resume_repairing_a_contradicted_ack_killed_in_its_transaction_converges(
+    live: LiveRelay, tmp_path: Path, point: str
+) -> None:
+    a, b = _pair(live, tmp_path)  # the relay holds b1 at 1
+    assert run_cli(a, "push").returncode == 0  # a1 stored at 2
+    envelope_sql = "SELECT state, wire_id, cipher, blob, server_seq FROM sync_push"
+    ((_, wire, cipher, blob, seq),) = _rows(a, envelope_sql)
+    assert seq == 2
+    conn = sqlite3.connect(a.store)
+    try:  # what a lying ``duplicate`` at sequence 1 would have left behind
+        conn.execute("UPDATE sync_push SET server_seq = 1")
+        conn.commit()
+    finally:
+        conn.close()
+    assert run_cli(a, "sync").returncode == 6  # b1 at 1 contradicts it: halted
+    crashed = run_cli(a, "resume", env={"SYNCENGINE_CRASH_AT": point})
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    committed = point == "engine.resume.after_commit"
+    assert _rows(a, envelope_sql) == [
+        ("reserved", wire, cipher, blob, None) if committed else ("acked", wire, cipher, blob, 1)
+    ]
+    halt = _rows(a, "SELECT halt_code FROM engine_status")
+    assert halt == ([(None,)] if committed else [("corrupt-state",)])
+    conflicts = _rows(a, "SELECT count(*) FROM sync_conflicts")
+    assert conflicts == ([(0,)] if committed else [(2,)])
+    assert run_cli(a, "resume").returncode == 0  # rerun: repairs and clears, or finds nothing
+    _converges(a, b)
+    assert _rows(a, envelope_sql) == [("acked", wire, cipher, blob, 2)]  # the same bytes, once

@@ -98,7 +98,10 @@ ENGINE_CRASH_POINTS: tuple[str, ...] = (
     # ``resync``: the resync-required marker cleared after the driver's commit.
     "engine.resync.before_commit",
     "engine.resync.after_commit",
-    # ``resume``: the operator clears a durable integrity halt.
+    # ``resume``: the operator clears a durable integrity halt; inside the same
+    # transaction, acknowledgements a pulled page contradicted are published
+    # again first (``repaired``: written, halt not yet cleared, nothing committed).
+    "engine.resume.repaired",
     "engine.resume.before_commit",
     "engine.resume.after_commit",
     # ``security set``: one security-history append.

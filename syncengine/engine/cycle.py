@@ -7,7 +7,9 @@ The steps, each a function of a :class:`CycleContext`:
   POST in batches (:mod:`~syncengine.engine.batching`), halving a batch the
   relay answers with 413 → ``reconcile_push`` after *every* successful POST,
   so acknowledgements already received are durable before a later batch's
-  failure surfaces (upstream ``push.partial``);
+  failure surfaces (upstream ``push.partial``); an answer whose sequences
+  the relay's own snapshots contradict is refused whole first
+  (:func:`check_ack_sequences`, specs/sync-stage1.md §8.20);
 - :func:`pull_all` — GET pages from the transport cursor until ``has_more``
   is false; every envelope is evaluated (policy at its ``server_seq``,
   epoch, open) into a ``sync_pull_message`` and each page is applied in one
@@ -36,7 +38,7 @@ from syncengine.engine.evaluation import IdentityLookup, start_evaluation
 from syncengine.engine.progress import Progress
 from syncengine.engine.security import SecurityHistory, WritePlan, plan_write
 from syncengine.engine.state import ConnectionRecord
-from syncengine.http.errors import RequestTooLarge
+from syncengine.http.errors import AckContradiction, RequestTooLarge
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import (
     SyncPrepare,
@@ -47,16 +49,25 @@ from syncengine.ops.records import (
 )
 from syncengine.store import Store
 from wire.http_v1.capabilities import Capabilities
-from wire.http_v1.messages import MessageBatch, MessagePage, OutgoingMessage, PushResponse
+from wire.http_v1.messages import (
+    Disposition,
+    MessageBatch,
+    MessagePage,
+    OutgoingMessage,
+    PushAck,
+    PushResponse,
+)
 from wire.limits import ENVELOPE_VERSION
 from wire.profiles import supported_ciphers
 
 __all__ = [
+    "AckBound",
     "CycleContext",
     "Overlap",
     "PullReport",
     "PushReport",
     "ReprocessReport",
+    "check_ack_sequences",
     "drain_push",
     "pull_all",
     "push_once",
@@ -208,16 +219,75 @@ class Overlap:
                 _log.error("overlapped work failed too: %s", self._failure)
             raise
 
+    def call(self, call: Callable[[], R]) -> R:
+        """One more relay call on the worker thread (a fresh snapshot)."""
+        return self._pool.submit(call).result()
+
     def reraise(self) -> None:
         if self._failure is not None:
             failure, self._failure = self._failure, None
             raise failure
 
 
+@dataclass
+class AckBound:
+    """The newest ``current_seq`` an authenticated snapshot reported during
+    one push round: the preflight's, raised by any fresh snapshot taken to
+    check an answer. Acknowledgements never raise it — they are what is
+    being checked."""
+
+    current_seq: int
+
+
+def check_ack_sequences(acks: Sequence[PushAck], bound: AckBound, fresh: Callable[[], int]) -> None:
+    """Refuse an answer the relay's own snapshots contradict (pure but for
+    ``fresh``, which fetches a new snapshot's ``current_seq``; specs/sync-stage1.md
+    §8.20, issue #14).
+
+    Sequences only grow, and the preflight snapshot was taken before the
+    POST, so:
+
+    - a ``stored`` (new) id takes a sequence above the preflight's
+      ``current_seq``; one at or below it names a sequence the relay had
+      already allocated — refused without another request;
+    - a ``duplicate`` above the preflight's ``current_seq`` is genuine only
+      when an earlier attempt of this very batch was stored and its answer
+      lost. That is rare, so only then is a fresh snapshot fetched; a
+      ``duplicate`` beyond *its* ``current_seq`` names a sequence the relay
+      does not hold, and the whole answer is refused before anything is
+      recorded (a lie taken as the mapping would halt the binding on the
+      genuine page later). The fresh snapshot goes through the rollback
+      check like every other: a relay inflating ``current_seq`` to cover
+      the lie halts at its next honest snapshot.
+
+    Raises :class:`AckContradiction` (halted); the normal path costs nothing.
+    """
+    for ack in acks:
+        if ack.disposition is Disposition.STORED and ack.server_seq <= bound.current_seq:
+            raise AckContradiction(
+                f"the relay acknowledged wire ID {ack.id} as newly stored at server_seq "
+                f"{ack.server_seq}, but its snapshot before the push already held sequences "
+                f"up to {bound.current_seq}; nothing of the answer was recorded"
+            )
+    beyond = max(
+        (a.server_seq for a in acks if a.disposition is Disposition.DUPLICATE),
+        default=0,
+    )
+    if beyond <= bound.current_seq:
+        return
+    bound.current_seq = max(bound.current_seq, fresh())
+    if beyond > bound.current_seq:
+        raise AckContradiction(
+            f"the relay acknowledged a duplicate at server_seq {beyond}, beyond its own "
+            f"current_seq {bound.current_seq}; nothing of the answer was recorded"
+        )
+
+
 def send_batches(
     ctx: CycleContext,
     candidates: Sequence[SyncPushCandidate],
     progress: Progress,
+    bound: AckBound,
     overlap: Overlap | None = None,
 ) -> _SendTally:
     """POST every candidate, reconciling after each acknowledged batch.
@@ -225,7 +295,9 @@ def send_batches(
     A 413 halves the batch (the halves keep their exact durable IDs and
     envelopes); a single message that is still too large is
     :class:`PushOversized`. Any other failure surfaces after the earlier
-    batches' acknowledgements were recorded.
+    batches' acknowledgements were recorded. Every answer is first checked
+    against ``bound`` (the preflight snapshot's ``current_seq``) by
+    :func:`check_ack_sequences`.
 
     With ``overlap``, every POST runs on the overlap's worker thread and its
     ``work`` runs here during the first; acknowledgements are recorded
@@ -258,6 +330,16 @@ def send_batches(
             send(batch[:middle], overlap)
             send(batch[middle:], overlap)
             return
+
+        def fresh() -> int:
+            caps = (
+                ctx.client.capabilities()
+                if overlap is None
+                else overlap.call(ctx.client.capabilities)
+            )
+            return caps.current_seq
+
+        check_ack_sequences(response.acks, bound, fresh)
         _reconcile(ctx, batch, response, tally)
         progress.add(len(batch))
 
@@ -311,11 +393,8 @@ def _count(ctx: CycleContext, count: Callable[[Any, Any], int]) -> int | None:
         return count(conn, binding)
 
 
-def _plan(ctx: CycleContext, caps: Capabilities | None = None) -> tuple[WritePlan, SyncPrepare]:
-    """Capabilities preflight (fetched here unless given) → effective write
-    set → the prepare request."""
-    if caps is None:
-        caps = ctx.client.capabilities()
+def _plan(ctx: CycleContext, caps: Capabilities) -> tuple[WritePlan, SyncPrepare]:
+    """Capabilities preflight → effective write set → the prepare request."""
     plan = plan_write(
         caps, supported_ciphers(), ctx.history(), age_configured=ctx.connection.age_configured
     )
@@ -364,11 +443,13 @@ def _push_cursor(ctx: CycleContext) -> int:
 
 def push_once(ctx: CycleContext, limit: int) -> PushReport:
     """One push: preflight, prepare at most ``limit`` candidates, send, reconcile."""
-    plan, request = _plan(ctx)
+    caps = ctx.client.capabilities()
+    plan, request = _plan(ctx, caps)
     prepared = ctx.store.sync_prepare_push(ctx.key, request, limit, seal_all=ctx.seal_all)
     candidates = prepared.candidates
     progress = ctx.progress("push")
-    tally = send_batches(ctx, candidates, progress) if candidates else _SendTally()
+    bound = AckBound(caps.current_seq)
+    tally = send_batches(ctx, candidates, progress, bound) if candidates else _SendTally()
     progress.done()
     if not candidates:
         tally.push_cursor = _push_cursor(ctx)
@@ -402,7 +483,8 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
     progress = ctx.progress("push")
     progress.total = _pending(ctx)
     with ThreadPoolExecutor(1, thread_name_prefix="syncengine-post") as pool:
-        plan, request = _plan(ctx)
+        caps = ctx.client.capabilities()
+        plan, request = _plan(ctx, caps)
         prepared = ctx.store.sync_prepare_push(ctx.key, request, limit, seal_all=ctx.seal_all)
         while True:
             candidates = prepared.candidates
@@ -429,14 +511,16 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
                 # The next round's preflight goes ahead of this round's POST
                 # on the relay thread, so it costs the engine no round trip.
                 preflight = pool.submit(ctx.client.capabilities)
-                tally = send_batches(ctx, candidates, progress, Overlap(pool, prepare_next))
+                overlap = Overlap(pool, prepare_next)
+                tally = send_batches(ctx, candidates, progress, AckBound(caps.current_seq), overlap)
             else:
                 preflight = None
-                tally = send_batches(ctx, candidates, progress)
+                tally = send_batches(ctx, candidates, progress, AckBound(caps.current_seq))
             total.add(tally)
             if not nxt or preflight is None:
                 break
-            plan, request = _plan(ctx, preflight.result())
+            caps = preflight.result()
+            plan, request = _plan(ctx, caps)
             prepared = nxt[0]
     progress.done()
     return _report(limit, plan, candidates_seen, blocked_seen, total)

@@ -285,6 +285,8 @@ class Engine:
         self._client: WatchedClient | None = None
         #: The newest (floor, current_seq) seen; loaded on the first snapshot.
         self._seen: tuple[int, int] | None = None
+        #: The last roster document adopted and its ``roster_pairs``.
+        self._roster_from: tuple[Any, list[tuple[str, str]]] | None = None
         self._identities: dict[str, object | None] = {}
         self._workers: Workers | None = None
         self._worker_processes = workers
@@ -446,13 +448,39 @@ class Engine:
 
     def resume(self) -> bool:
         """Clear a durable integrity halt (the operator's explicit step);
-        returns whether one stood. The next operation checks everything again."""
+        returns whether one stood. The next operation checks everything again.
+
+        In the same transaction, every push acknowledgement that a pulled page
+        contradicted and no echo confirmed is published again with its exact
+        wire ID and envelope (:func:`~syncengine.ops.reconcile_push.repair_contradicted_acks`;
+        specs/sync-stage1.md §8.21): without it the durable lie would halt the
+        binding on every sync for good. Crash points ``engine.resume.repaired``
+        (inside, before the halt clears), then ``engine.resume.*_commit``."""
+        from syncengine.crash import crash_point
+        from syncengine.ops.reconcile_push import AckRepair, repair_contradicted_acks
+
         pk = self.connection.binding_pk
-        cleared = self._write("engine.resume", lambda conn: st.clear_halt(conn, pk))
+
+        def resume(conn: Any) -> tuple[bool, AckRepair | None]:
+            if st.load_halt(conn, pk) is None:
+                return False, None
+            repair = repair_contradicted_acks(conn, pk)
+            crash_point("engine.resume.repaired")
+            return st.clear_halt(conn, pk), repair
+
+        cleared, repair = self._write("engine.resume", resume)
         self._seen = None  # reloaded: the transport cursor alone bounds the relay now
+        if repair is not None and repair.reverted:
+            _log.warning(
+                "resume: %d acknowledgement(s) the relay contradicted will be sent again "
+                "under the same wire IDs (sequences %s); push cursor %d",
+                len(repair.reverted),
+                ", ".join(str(row.server_seq) for row in repair.reverted),
+                repair.push_cursor,
+            )
         if cleared:
             _log.info("integrity halt cleared by the operator")
-        return bool(cleared)
+        return cleared
 
     @contextmanager
     def _recorded(self, *, pulled: bool) -> Iterator[None]:
@@ -536,7 +564,7 @@ class Engine:
         with self._recorded(pulled=True):
             report = pull_all(self._context(), page_limit)
             self._finish_adoption()
-            report.read_state = self._after_pull()
+            report.read_state = self._after_pull(report)
             return report
 
     def _adopt_first(self, ctx: Any) -> None:
@@ -554,15 +582,22 @@ class Engine:
             self.store.sync_finish_adoption(self.connection.key)
             _log.info("restore: caught up with the relay; local messages not on it will be sent")
 
-    def _after_pull(self) -> ReadStateReport:
+    def _after_pull(self, pulled: PullReport | None = None) -> ReadStateReport:
         """The relay's roster adopted, then the read-state phase on the same
-        authenticated snapshot (specs/read-state.md §8)."""
+        authenticated snapshot (specs/read-state.md §8). ``pulled`` is the
+        pull this phase follows: the capability snapshot that pull ended with
+        is offered for reuse when it covers the transport cursor it reached."""
         from syncengine.engine import read_sync
 
         if not read_sync.supported():
             self.refresh_roster()
             return read_sync.skipped()
-        caps, members = read_sync.snapshot_roster(self.client)
+        reuse = None
+        if pulled is not None and self._client is not None:
+            last = self._client.last_capabilities
+            if last is not None and last.current_seq >= pulled.transport_cursor:
+                reuse = last
+        caps, members = read_sync.snapshot_roster(self.client, reuse)
         roster = self._adopt_roster(members)
         return read_sync.read_state_phase(
             self.store, self.connection, self.client, caps, roster, [n for _, n in roster]
@@ -580,7 +615,15 @@ class Engine:
         from syncengine.engine.connect import roster_pairs
         from syncengine.store import teams
 
-        roster = roster_pairs(document)
+        # The client hands back the very same immutable document for a
+        # byte-identical roster body (specs/read-state.md decision 9), and its
+        # pairs are a function of it: computed (and their warnings logged) once.
+        cached = self._roster_from
+        if cached is not None and cached[0] is document:
+            roster = cached[1]
+        else:
+            roster = roster_pairs(document)
+            self._roster_from = (document, roster)
         team = self.connection.local_team
         now = _now()
 
@@ -625,7 +668,7 @@ class Engine:
                     raise
                 push_error = exc
             pulled = pull_all(ctx, page_limit)
-            pulled.read_state = self._after_pull()
+            pulled.read_state = self._after_pull(pulled)
             if push_error is not None:
                 raise push_error
             return SyncReport(pushed, pulled)

@@ -21,6 +21,7 @@ The tree::
     └── DefinitiveFailure           never retried unchanged
         ├── BindingMismatch         another server instance or team answered (HALTED)
         ├── RelayRollback           the relay reports an older state than before (HALTED)
+        ├── AckContradiction        a push ack its own snapshot contradicts (HALTED)
         ├── ProtocolViolation       the answer breaks HTTP v1 (REFUSED)
         ├── ResponseTooLarge        the answer exceeds our read bound (ADJUST)
         ├── RedirectRefused         any 3xx: redirects are never followed (REFUSED)
@@ -49,6 +50,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "AccessDenied",
+    "AckContradiction",
     "BindingMismatch",
     "CipherPolicyViolation",
     "ClientUsageError",
@@ -217,6 +219,22 @@ class RelayRollback(DefinitiveFailure):
         "The relay now reports an older state than it did before (restored from a backup, "
         "replaced, or misbehaving). Nothing was moved; verify the relay and its database "
         "before syncing again."
+    )
+
+
+class AckContradiction(DefinitiveFailure):
+    """A push acknowledgement that the relay's own authenticated snapshot
+    contradicts: a ``duplicate`` at a sequence beyond the ``current_seq`` of a
+    snapshot fetched after the answer, or a ``stored`` (new) message at a
+    sequence the preflight snapshot already counted. Nothing of the answer is
+    recorded (issue #14; specs/sync-stage1.md §8.20)."""
+
+    default_code = "ack-contradiction"
+    state = EngineState.HALTED
+    remediation = (
+        "The relay acknowledged a push at a sequence its own state contradicts; nothing of "
+        "that answer was recorded. Verify the relay, then run 'syncengine resume': the same "
+        "messages are sent again under the same IDs, never twice."
     )
 
 

@@ -15,6 +15,14 @@ The push cursor is the highest position below the first reservation that is
 not acknowledged — found with the partial index ``sync_push_open`` — so the
 cost is a few index probes whatever the history (agmsg #912: the quadratic
 version took 153 s on a 17,300-message join).
+
+An ack is the relay's word: a ``duplicate`` at a sequence this machine has
+not pulled yet cannot be verified when it arrives. When a pulled page later
+contradicts such an *ack-only* mapping (no echo ever confirmed it), apply
+halts the binding; :func:`repair_contradicted_acks`, run by the operator's
+``resume`` inside its transaction, puts those reservations back to
+published with their exact wire ID and envelope, so the genuine page imports
+and the next push takes the relay's answer again (specs/sync-stage1.md §8.21).
 """
 
 from __future__ import annotations
@@ -25,21 +33,31 @@ from pathlib import Path
 from typing import Any
 
 from syncengine.ops.bindings import BindingKey, advance_binding, open_binding, sync_transaction
-from syncengine.ops.errors import SyncCorruptState
+from syncengine.ops.errors import StaleBinding, SyncCorruptState
 from syncengine.ops.records import SyncPushAck, SyncReconcileResult
-from syncengine.ops.states import ReservationEvent, ReservationState, reservation_next
+from syncengine.ops.states import (
+    RESERVATION_STATES,
+    ReservationEvent,
+    ReservationState,
+    reservation_next,
+)
 from syncengine.store import read_overlay
+from syncengine.store.bulk import dense
 from syncengine.store.errors import InvalidInput
 
 __all__ = [
+    "AckRepair",
     "ConflictRow",
+    "OwnAck",
     "ReconcilePlan",
     "StoredReservation",
     "contiguous_push_cursor",
     "insert_conflicts",
     "load_seq_owners",
+    "plan_ack_repair",
     "plan_reconcile",
     "reconcile_push",
+    "repair_contradicted_acks",
 ]
 
 #: SQLite host parameters per IN (...) list.
@@ -88,21 +106,24 @@ def plan_reconcile(
     seen_positions: dict[int, SyncPushAck] = {}
     batch_owner: dict[int, str] = {}
     for index, ack in enumerate(acks):
-        where = f"ack {index + 1}"
+        # The field name ("ack N") is formatted only on the refusal paths.
         earlier = seen_positions.get(ack.local_position)
         if earlier is not None:
             if earlier != ack:
-                raise InvalidInput(where, "two different acks for one local position")
+                raise InvalidInput(f"ack {index + 1}", "two different acks for one local position")
             continue
         seen_positions[ack.local_position] = ack
         stored = reservations.get(ack.local_position)
         if stored is None or stored.state is ReservationState.BLOCKED:
             raise InvalidInput(
-                f"{where}.local_position", "no published reservation at this local position"
+                f"ack {index + 1}.local_position",
+                "no published reservation at this local position",
             )
         if stored.wire_id != ack.wire_id:
-            raise InvalidInput(f"{where}.id", "the wire ID differs from the reservation's")
-        owner = seq_owners.get(ack.server_seq, batch_owner.get(ack.server_seq))
+            raise InvalidInput(f"ack {index + 1}.id", "the wire ID differs from the reservation's")
+        owner = seq_owners.get(ack.server_seq)
+        if owner is None:
+            owner = batch_owner.get(ack.server_seq)
         if stored.server_seq is not None and stored.server_seq != ack.server_seq:
             conflicts.append(
                 ConflictRow(
@@ -186,24 +207,48 @@ def _load_facts(
     conn: Any, binding_pk: int, acks: Sequence[SyncPushAck]
 ) -> tuple[dict[int, StoredReservation], dict[int, str]]:
     reservations: dict[int, StoredReservation] = {}
-    for part in _chunks(sorted({a.local_position for a in acks})):
-        marks = ",".join("?" * len(part))
+    positions = sorted({a.local_position for a in acks})
+    select = "SELECT local_position, state, wire_id, server_seq FROM sync_push WHERE binding_pk = ?"
+    if dense(positions):
+        wanted = set(positions)
         for row in conn.execute(
-            f"SELECT local_position, state, wire_id, server_seq FROM sync_push"
-            f" WHERE binding_pk = ? AND local_position IN ({marks})",
-            (binding_pk, *part),
+            select + " AND local_position BETWEEN ? AND ?",
+            (binding_pk, positions[0], positions[-1]),
         ):
-            reservations[row[0]] = StoredReservation(
-                row[0], ReservationState(row[1]), row[2], row[3]
-            )
+            if row[0] in wanted:
+                reservations[row[0]] = StoredReservation(
+                    row[0], RESERVATION_STATES[row[1]], row[2], row[3]
+                )
+    else:
+        for part in _chunks(positions):
+            marks = ",".join("?" * len(part))
+            for row in conn.execute(
+                select + f" AND local_position IN ({marks})", (binding_pk, *part)
+            ):
+                reservations[row[0]] = StoredReservation(
+                    row[0], RESERVATION_STATES[row[1]], row[2], row[3]
+                )
     return reservations, load_seq_owners(conn, binding_pk, (a.server_seq for a in acks))
 
 
 def load_seq_owners(conn: Any, binding_pk: int, seqs: Iterable[int]) -> dict[int, str]:
     """The wire ID that already holds each of ``seqs`` in this binding, as a
-    reservation or a quarantine row (one ``server_seq`` has one owner)."""
+    reservation or a quarantine row (one ``server_seq`` has one owner; should
+    both tables name one, the quarantine row's is the one kept)."""
     owners: dict[int, str] = {}
-    for part in _chunks(sorted(set(seqs))):
+    wanted = sorted(set(seqs))
+    if dense(wanted):
+        members = set(wanted)
+        for table in ("sync_push", "sync_quarantine"):
+            for row in conn.execute(
+                f"SELECT server_seq, wire_id FROM {table}"
+                " WHERE binding_pk = ? AND server_seq BETWEEN ? AND ?",
+                (binding_pk, wanted[0], wanted[-1]),
+            ):
+                if row[0] in members:
+                    owners[row[0]] = row[1]
+        return owners
+    for part in _chunks(wanted):
         marks = ",".join("?" * len(part))
         for table in ("sync_push", "sync_quarantine"):
             for row in conn.execute(
@@ -252,3 +297,155 @@ def reconcile_push(
             f"{first.reason} ({len(conflicts)} conflict(s) recorded; no ack applied)"
         )
     return SyncReconcileResult(cursor)
+
+
+# -- the operator's repair of contradicted ack-only mappings ---------------------------
+
+#: The apply conflicts that can contradict a mapping: a sequence held by
+#: another wire ID, and a held wire ID served at another sequence.
+_MAPPING_CONFLICTS = ("sequence_wire_conflict", "wire_envelope_mismatch")
+
+
+@dataclass(frozen=True, slots=True)
+class OwnAck:
+    """An acknowledged reservation whose ``server_seq`` rests on the relay's
+    acknowledgement alone: no pulled echo (quarantine row) ever confirmed it."""
+
+    position: int
+    wire_id: str
+    server_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class AckRepair:
+    """What :func:`repair_contradicted_acks` changed."""
+
+    #: The reservations published again, with the sequence the lie had given.
+    reverted: tuple[OwnAck, ...]
+    #: The ``sync_conflicts`` rows that named those mappings (cleared).
+    conflicts: tuple[int, ...]
+    push_cursor: int
+
+
+def plan_ack_repair(
+    conflicts: Sequence[tuple[int, ConflictRow]], own: Sequence[OwnAck]
+) -> tuple[tuple[OwnAck, ...], tuple[int, ...]]:
+    """The ack-only mappings the recorded conflicts contradict (pure).
+
+    ``conflicts`` are ``(conflict_pk, row)``; ``own`` the binding's ack-only
+    reservations. A ``sequence_wire_conflict`` contradicts the one holding
+    its sequence under another wire ID; a ``wire_envelope_mismatch``
+    contradicts the one holding its wire ID at another sequence. A mapping an
+    echo confirmed is never in ``own``: a page contradicting a page is the
+    relay contradicting itself, and stays halted until it stops. Returns the
+    reservations to publish again (each once, by position) and the conflict
+    rows they resolve.
+    """
+    by_seq = {row.server_seq: row for row in own}
+    by_wire = {row.wire_id: row for row in own}
+    chosen: dict[int, OwnAck] = {}
+    resolved: list[int] = []
+    for conflict_pk, conflict in conflicts:
+        if conflict.kind == "sequence_wire_conflict":
+            row = by_seq.get(conflict.server_seq)
+            hit = row is not None and row.wire_id != conflict.wire_id
+        elif conflict.kind == "wire_envelope_mismatch":
+            row = by_wire.get(conflict.wire_id)
+            hit = row is not None and row.server_seq != conflict.server_seq
+        else:
+            continue
+        if hit and row is not None:
+            reservation_next(ReservationState.ACKED, ReservationEvent.CONTRADICTED)
+            chosen[row.position] = row
+            resolved.append(conflict_pk)
+    return tuple(chosen[p] for p in sorted(chosen)), tuple(resolved)
+
+
+def _load_repair_facts(
+    conn: Any, binding_pk: int
+) -> tuple[list[tuple[int, ConflictRow]], list[OwnAck]]:
+    conflicts = [
+        (int(row[0]), ConflictRow(row[1], row[2], int(row[3]), row[4], row[5]))
+        for row in conn.execute(
+            "SELECT conflict_pk, kind, wire_id, server_seq, envelope_digest, reason"
+            " FROM sync_conflicts WHERE binding_pk = ? AND kind IN (?, ?)"
+            " ORDER BY conflict_pk",
+            (binding_pk, *_MAPPING_CONFLICTS),
+        )
+    ]
+    if not conflicts:
+        return conflicts, []
+    seqs = sorted({c.server_seq for _, c in conflicts})
+    wires = sorted({c.wire_id for _, c in conflicts})
+    own: dict[int, OwnAck] = {}
+    for column, values in (("server_seq", seqs), ("wire_id", wires)):
+        for start in range(0, len(values), _IN_CHUNK):
+            part = values[start : start + _IN_CHUNK]
+            marks = ",".join("?" * len(part))
+            for row in conn.execute(
+                "SELECT p.local_position, p.wire_id, p.server_seq FROM sync_push AS p"
+                " WHERE p.binding_pk = ? AND p.state = 'acked'"
+                f" AND p.{column} IN ({marks}) AND NOT EXISTS (SELECT 1 FROM sync_quarantine"
+                " AS q WHERE q.binding_pk = p.binding_pk AND q.wire_id = p.wire_id)",
+                (binding_pk, *part),
+            ):
+                own[int(row[0])] = OwnAck(int(row[0]), str(row[1]), int(row[2]))
+    return conflicts, list(own.values())
+
+
+def repair_contradicted_acks(conn: Any, binding_pk: int) -> AckRepair:
+    """Publish again every ack-only reservation a recorded conflict
+    contradicts (inside the caller's transaction: the operator's ``resume``).
+
+    This machine cannot tell which answer was the lie — the relay gave both —
+    but forgetting an unconfirmed ack loses nothing: the next pull imports
+    what the relay serves at the contested sequence, and the next push
+    re-posts ours under the same wire ID and byte-identical envelope (never
+    re-sealed: message-synchronization.md "Prepare push"), so an honest relay
+    answers ``duplicate`` at its genuine sequence or stores it once. A relay
+    repeating either lie is recorded and halts again (specs/sync-stage1.md
+    §8.21). In one go:
+
+    - each such reservation goes from ``acked`` back to ``reserved``
+      (``server_seq`` cleared; wire ID and envelope untouched);
+    - the read-state uploads queued under the false sequence are dropped
+      (promotion queues them again once the mapping is durable anew);
+    - the conflicts that named these mappings are cleared (``corrupt_count``
+      stays: it counts every contradiction ever seen);
+    - the push cursor moves back below the first reservation now open, so it
+      never claims a message is on the relay that is not known to be.
+    """
+    conflicts, own = _load_repair_facts(conn, binding_pk)
+    reverted, resolved = plan_ack_repair(conflicts, own)
+    binding = conn.execute(
+        "SELECT revision, push_cursor, state FROM sync_bindings WHERE binding_pk = ?",
+        (binding_pk,),
+    ).fetchone()
+    if not reverted or binding is None or binding[2] != "active":
+        return AckRepair((), (), int(binding[1]) if binding is not None else 0)
+    conn.executemany(
+        "UPDATE sync_push SET state = 'reserved', server_seq = NULL"
+        " WHERE binding_pk = ? AND local_position = ? AND state = 'acked'",
+        [(binding_pk, row.position) for row in reverted],
+    )
+    conn.executemany(
+        "DELETE FROM read_outbox WHERE binding_pk = ? AND wire_id = ?",
+        [(binding_pk, row.wire_id) for row in reverted],
+    )
+    conn.executemany("DELETE FROM sync_conflicts WHERE conflict_pk = ?", [(pk,) for pk in resolved])
+    revision, cursor = int(binding[0]), int(binding[1])
+    first_open = reverted[0].position
+    if first_open <= cursor:
+        below = conn.execute(
+            "SELECT max(local_position) FROM sync_push WHERE binding_pk = ? AND local_position < ?",
+            (binding_pk, first_open),
+        ).fetchone()[0]
+        cursor = min(cursor, int(below or 0))
+        conn.execute(
+            "UPDATE sync_bindings SET push_cursor = ?, revision = revision + 1"
+            " WHERE binding_pk = ? AND revision = ? AND state = 'active'",
+            (cursor, binding_pk, revision),
+        )
+        if conn.changes() != 1:
+            raise StaleBinding(f"binding revision {revision} is no longer current; retry")
+    return AckRepair(reverted, resolved, cursor)

@@ -8,7 +8,10 @@ only along the edges listed here:
 * a **reservation** (:class:`ReservationState`, one per local position of a
   binding) is published with its wire ID and envelope, or blocked when it can
   never fit the blob limit; a published one becomes acknowledged by a relay
-  ack or by its pulled echo — in either order;
+  ack or by its pulled echo — in either order. An acknowledgement that a
+  pulled page later contradicted, and that no echo ever confirmed, goes back
+  to published by the operator's ``resume`` alone, keeping its wire ID and
+  envelope (specs/sync-stage1.md §8.21);
 * a **quarantine row** (:class:`QuarantineState`, one per pulled wire ID) is
   created with the envelope's evaluated outcome; a blocking row may later be
   imported or reconciled through the same apply transition; imported,
@@ -30,7 +33,9 @@ from wire.outcome import BlockState
 
 __all__ = [
     "BINDING_TRANSITIONS",
+    "QUARANTINE_STATES",
     "QUARANTINE_TRANSITIONS",
+    "RESERVATION_STATES",
     "RESERVATION_TRANSITIONS",
     "BindingEvent",
     "BindingState",
@@ -97,11 +102,19 @@ class ReservationState(enum.StrEnum):
     BLOCKED = "blocked"  # can never fit the blob limit it was sealed for; no wire ID
 
 
+#: Stored text → state, for the hot loaders: a dict lookup, where calling the
+#: enum costs a few times more per row (the column's CHECK admits only these).
+RESERVATION_STATES: Mapping[str, ReservationState] = {s.value: s for s in ReservationState}
+
+
 class ReservationEvent(enum.StrEnum):
     PUBLISH = "publish"  # sealed under a fresh wire ID and committed
     BLOCK = "block"  # sealing showed the message cannot fit
     ACK = "ack"  # relay acknowledgement with the same server_seq
     ECHO = "echo"  # the pulled echo of the same envelope
+    #: The operator's resume repairs an ack-only mapping a pulled page
+    #: contradicted (never taken by any sync operation itself).
+    CONTRADICTED = "contradicted"
 
 
 RESERVATION_TRANSITIONS: Mapping[
@@ -117,6 +130,9 @@ RESERVATION_TRANSITIONS: Mapping[
     # Replays (same server_seq; a different one is a conflict, not an edge).
     (ReservationState.ACKED, ReservationEvent.ACK): ReservationState.ACKED,
     (ReservationState.ACKED, ReservationEvent.ECHO): ReservationState.ACKED,
+    # Same wire ID, same envelope, published again: the next push re-posts
+    # it byte for byte and takes the relay's answer (or its echo).
+    (ReservationState.ACKED, ReservationEvent.CONTRADICTED): ReservationState.RESERVED,
 }
 
 
@@ -146,6 +162,9 @@ class QuarantineState(enum.StrEnum):
 
 
 _BLOCKING = frozenset(state.value for state in BlockState)
+
+#: Stored text → state (see :data:`RESERVATION_STATES`).
+QUARANTINE_STATES: Mapping[str, QuarantineState] = {s.value: s for s in QuarantineState}
 
 
 class Evidence(enum.StrEnum):

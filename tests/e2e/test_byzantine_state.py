@@ -13,9 +13,13 @@ halted), checks the client's invariants and heals. What the file proves:
   operation is ``IntegrityHalted`` without a request until ``resume()``;
 - a push answer never makes the victim record a wrong ``wire ID ->
   server_seq`` mapping: one that clashes with a held message is recorded as a
-  conflict and halts, one that does not answer the batch is refused, and after
-  healing the relay and both machines hold each message once, at its genuine
-  sequence;
+  conflict and halts, one that does not answer the batch is refused, one the
+  relay's own snapshots contradict (a ``duplicate`` beyond its
+  ``current_seq``, a ``stored`` at a sequence it already counted) halts with
+  nothing recorded, and an unverifiable one the genuine page later
+  contradicts halts until ``resume`` publishes the message again byte for
+  byte (sync-stage1.md §8.20–21); after healing the relay and both machines
+  hold each message once, at its genuine sequence;
 - a roster that renames, swaps, drops, duplicates or impersonates members
   never loses a message or changes who sent or received it;
 - read state naming sequences, members or wire IDs that do not exist never
@@ -28,11 +32,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from relay.storage.sqlite import SqliteRelayStore
 from syncengine.engine.errors import EXIT_HALTED, IntegrityHalted, classify
 from syncengine.http.errors import (
+    AckContradiction,
     BindingMismatch,
     ProtocolViolation,
     RelayClientError,
@@ -50,6 +53,7 @@ from tests.e2e.byzantine import (
     Scene,
     byzantine_scene,
 )
+from tests.e2e.conftest import relay_counts
 from tests.e2e.proxy import Fault, Response
 from tests.relay.live import LiveRelay
 
@@ -133,6 +137,10 @@ def assert_mappings_genuine(scene: Scene) -> None:
     truth = {wire: seq for seq, wire, _ in scene.genuine()}
     wrong = [(w, s, truth.get(w)) for w, s in mappings(scene) if truth.get(w) != s]
     assert not wrong, f"mappings (wire, held seq, relay's seq) the relay never made: {wrong}"
+
+
+def relay_live_messages(scene: Scene) -> int:
+    return relay_counts(scene.live, scene.team.id)[1]
 
 
 def pending_push(scene: Scene) -> int:
@@ -293,7 +301,9 @@ def test_an_ack_at_a_sequence_a_pulled_message_holds_is_a_recorded_conflict_and_
     with byzantine_scene(live, tmp_path) as scene:
         scene.attack()  # the victim holds seqs 1..6
         scene.victim_sends("v0")
-        scene.lie(acks(lambda items: items[0].update(server_seq="3")))
+        # A ``duplicate`` at a held sequence reaches reconcile; a ``stored`` one
+        # is refused before it (a sequence the preflight already counted).
+        scene.lie(acks(lambda items: items[0].update(server_seq="3", disposition="duplicate")))
         attack = scene.attack("push")
         assert_halted(scene, attack, SyncCorruptState, "corrupt-state")
         with scene.engine() as engine:
@@ -372,14 +382,6 @@ def test_the_same_id_acked_twice_is_refused(live: LiveRelay, tmp_path: Path) -> 
         converge(scene)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="DEFECT: a 'duplicate' ack at a server_seq beyond anything the relay has is "
-    "recorded as the durable mapping (push ok); the genuine page then halts the binding "
-    "for good, resume included (ops/reconcile_push.py::plan_reconcile, "
-    "engine/cycle.py::_reconcile)",
-)
 def test_a_duplicate_ack_beyond_current_seq_is_never_recorded_as_a_mapping(
     live: LiveRelay, tmp_path: Path
 ) -> None:
@@ -390,28 +392,105 @@ def test_a_duplicate_ack_beyond_current_seq_is_never_recorded_as_a_mapping(
         scene.attack()  # the victim saw current_seq 6
         scene.victim_sends("v0")
         scene.lie(acks(beyond))
+        snapshots = len(scene.proxy.requests(CAPABILITIES))
         attack = scene.attack("push")
         assert 999 not in {seq for _, seq in mappings(scene)}, "v0 mapped to seq 999"
-        assert attack.error is not None, "an ack beyond the relay's stream was taken as success"
+        # preflight, then one fresh snapshot to check the duplicate: 7 < 999
+        assert len(scene.proxy.requests(CAPABILITIES)) == snapshots + 2
+        assert_halted(scene, attack, AckContradiction, "ack-contradiction")
+        assert pending_push(scene) == 1
         scene.check()
         converge(scene)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=SyncCorruptState,
-    reason="DEFECT: an unverifiable 'duplicate' ack (a sequence the victim has not pulled) "
-    "becomes a durable mapping; once the genuine page contradicts it the binding halts on "
-    "every sync after resume, and no message past it is ever delivered "
-    "(ops/reconcile_push.py::reconcile_push; no recovery path in Engine.resume)",
-)
+def test_a_stored_ack_at_a_sequence_the_preflight_already_counted_halts_and_maps_nothing(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    with byzantine_scene(live, tmp_path) as scene:
+        scene.victim_sends("v0")  # the preflight says current_seq 6: new ids take 7 on
+        scene.lie(acks(lambda items: items[0].update(server_seq="3")))
+        snapshots = len(scene.proxy.requests(CAPABILITIES))
+        attack = scene.attack("push")
+        assert len(scene.proxy.requests(CAPABILITIES)) == snapshots + 1  # no extra request
+        assert_halted(scene, attack, AckContradiction, "ack-contradiction")
+        assert pending_push(scene) == 1 and mappings(scene) == []
+        scene.check()
+        converge(scene)
+
+
+def test_a_genuine_duplicate_after_a_lost_answer_costs_one_fresh_snapshot_and_is_recorded(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    with byzantine_scene(live, tmp_path) as scene:
+        scene.attack()  # the victim saw current_seq 6
+        scene.victim_sends("v0", "v1")
+        scene.lie(Fault(POST, "drop_response"))  # stored at 7 and 8, answer lost
+        snapshots = len(scene.proxy.requests(CAPABILITIES))
+        attack = scene.attack("push")
+        assert attack.error is None, repr(attack.error)
+        assert (attack.result.stored, attack.result.duplicate) == (0, 2)
+        assert len(scene.proxy.requests(CAPABILITIES)) == snapshots + 2
+        assert sorted(seq for _, seq in mappings(scene) if seq > 6) == [7, 8]
+        assert_mappings_genuine(scene)
+        scene.check()
+        converge(scene)
+
+
+def test_an_honest_push_takes_no_snapshot_beyond_its_preflight(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    with byzantine_scene(live, tmp_path) as scene:
+        scene.attack()
+        scene.victim_sends("v0", "v1")
+        snapshots = len(scene.proxy.requests(CAPABILITIES))
+        assert scene.attack("push").error is None
+        assert len(scene.proxy.requests(CAPABILITIES)) == snapshots + 1
+
+
 def test_an_ack_at_a_sequence_not_pulled_yet_never_blocks_the_genuine_history(
     live: LiveRelay, tmp_path: Path
 ) -> None:
     with byzantine_scene(live, tmp_path) as scene:
         scene.victim_sends("v0")  # the victim has pulled nothing: seq 3 is m3's
         scene.lie(acks(lambda items: items[0].update(server_seq="3", disposition="duplicate")))
-        scene.attack("push")
+        pushed = scene.attack("push")  # seq 3 is unverifiable yet: the lie is taken
+        assert pushed.error is None, repr(pushed.error)
+        scene.check()
+        # The genuine page contradicts the mapping: a visible halt, nothing skipped.
+        attack = scene.attack()
+        assert_halted(scene, attack, SyncCorruptState, "corrupt-state")
+        assert scene.cursor() == 0 and scene.bodies() == ["v0"]
+        scene.check()
+        # resume publishes v0 again (same wire ID and envelope); the honest
+        # sync imports m0..m5 and takes v0 at its genuine sequence 7.
+        converge(scene)
+        assert sorted({seq for _, seq in mappings(scene)}) == list(range(1, 8))
+
+
+def test_a_relay_repeating_an_ack_lie_after_resume_halts_again_and_resends_the_same_bytes(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    posted: list[bytes] = []
+
+    def lie(response: Response) -> bytes:
+        posted.append(response.request.split(b"\r\n\r\n", 1)[1])
+        document = response.json()
+        document["acks"][0].update(server_seq="3", disposition="duplicate")
+        return response.with_json(document)
+
+    with byzantine_scene(live, tmp_path) as scene:
+        scene.victim_sends("v0")
+        scene.lie(Fault(POST, "rewrite", every=True, rewrite=lie))
+        assert scene.attack("push").error is None
+        assert_halted(scene, scene.attack(), SyncCorruptState, "corrupt-state")
+        with scene.engine() as engine:
+            assert engine.resume()
+        assert pending_push(scene) == 1  # v0 is to be sent again
+        again = scene.attack()  # the same lie, then the same genuine page
+        assert_halted(scene, again, SyncCorruptState, "corrupt-state")
+        assert len(posted) == 2 and posted[0] == posted[1], "v0 re-sent other bytes"
+        assert scene.cursor() == 0 and scene.bodies() == ["v0"]
+        assert relay_live_messages(scene) == 7  # the relay holds v0 once
         scene.check()
         converge(scene)
 

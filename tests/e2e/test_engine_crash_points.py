@@ -71,12 +71,18 @@ REACHED_BY: dict[str, str | None] = {
     "engine.roster.after_commit": "sync",
     "engine.resync.before_commit": None,
     "engine.resync.after_commit": None,
+    "engine.resume.repaired": None,
     "engine.resume.before_commit": None,
     "engine.resume.after_commit": None,
     "engine.security.before_commit": None,
     "engine.security.after_commit": None,
     "engine.identity.before_commit": None,
     "engine.identity.after_commit": None,
+    # crash-tested in crash_tests/test_engine_state_crash_points.py
+    "engine.epoch.before_commit": None,
+    "engine.epoch.after_commit": None,
+    "engine.epoch_import.before_commit": None,
+    "engine.epoch_import.after_commit": None,
 }
 
 

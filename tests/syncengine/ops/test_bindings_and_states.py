@@ -179,11 +179,30 @@ def test_every_reservation_edge_is_legal_and_every_other_is_refused() -> None:
                 states.reservation_next(state, event)
 
 
-def test_an_acknowledged_reservation_can_never_become_unacknowledged() -> None:
+def test_no_sync_event_makes_an_acknowledged_reservation_unacknowledged() -> None:
     targets = {
-        t for (s, _), t in states.RESERVATION_TRANSITIONS.items() if s is ReservationState.ACKED
+        t
+        for (s, e), t in states.RESERVATION_TRANSITIONS.items()
+        if s is ReservationState.ACKED and e is not ReservationEvent.CONTRADICTED
     }
     assert targets == {ReservationState.ACKED}
+
+
+def test_only_the_operators_repair_publishes_an_acknowledged_reservation_again() -> None:
+    # specs/sync-stage1.md §8.21: resume repairs an ack a pulled page contradicted.
+    leaving = {
+        e
+        for (s, e), t in states.RESERVATION_TRANSITIONS.items()
+        if s is ReservationState.ACKED and t is not ReservationState.ACKED
+    }
+    assert leaving == {ReservationEvent.CONTRADICTED}
+    assert (
+        states.reservation_next(ReservationState.ACKED, ReservationEvent.CONTRADICTED)
+        is ReservationState.RESERVED
+    )
+    for state in (None, ReservationState.RESERVED, ReservationState.BLOCKED):
+        with pytest.raises(IllegalTransition):
+            states.reservation_next(state, ReservationEvent.CONTRADICTED)
 
 
 def test_a_blocked_reservation_can_only_be_acked_after_publication() -> None:
