@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from syncengine.ids import new_uuid7s
-from syncengine.ops.adopt import adopt_own_messages, adopting
+from syncengine.ops.adopt import adopt_held_imports, adopt_own_messages, adopting
 from syncengine.ops.bindings import (
     BindingKey,
     SyncBinding,
@@ -56,6 +56,8 @@ from syncengine.ops.records import (
     SyncPullMessage,
 )
 from syncengine.ops.states import (
+    QUARANTINE_STATES,
+    RESERVATION_STATES,
     Evidence,
     QuarantineState,
     ReservationEvent,
@@ -64,9 +66,9 @@ from syncengine.ops.states import (
     reservation_next,
 )
 from syncengine.store import read_overlay
+from syncengine.store.bulk import insert_rows
 from syncengine.store.errors import InvalidInput
-from syncengine.store.event_log import SentFields, import_fresh_sent
-from syncengine.store.records import ORIGIN_IMPORTED
+from syncengine.store.event_log import import_projected_sent
 from wire.message import Message
 
 __all__ = ["ApplyPlan", "ApplyResult", "StoredPull", "StoredPush", "apply_pull", "plan_apply"]
@@ -140,17 +142,25 @@ def check_page(messages: Sequence[SyncPullMessage], cursor: SyncPullCursor, tran
     wires: set[str] = set()
     seqs: set[int] = set()
     for index, message in enumerate(messages):
-        where = f"message {index + 1}"
+        # The field name ("message N") is formatted only on the refusal paths.
         if message.wire_id in wires:
-            raise InvalidInput(f"{where}.id", "wire ID appears twice in one page")
+            raise InvalidInput(f"message {index + 1}.id", "wire ID appears twice in one page")
         if message.server_seq in seqs:
-            raise InvalidInput(f"{where}.server_seq", "server_seq appears twice in one page")
+            raise InvalidInput(
+                f"message {index + 1}.server_seq", "server_seq appears twice in one page"
+            )
         if message.server_seq > cursor.next_after:
             raise InvalidInput(
-                f"{where}.server_seq", "is beyond the page's next_after (the cursor would skip it)"
+                f"message {index + 1}.server_seq",
+                "is beyond the page's next_after (the cursor would skip it)",
             )
         wires.add(message.wire_id)
         seqs.add(message.server_seq)
+
+
+def _conflict(plan: ApplyPlan, kind: str, message: SyncPullMessage, reason: str) -> None:
+    digest = message.envelope.digest().hex()
+    plan.conflicts.append(ConflictRow(kind, message.wire_id, message.server_seq, digest, reason))
 
 
 def plan_apply(
@@ -179,16 +189,12 @@ def plan_apply(
         mine = pushed.get(message.wire_id)
         supplied = message.status if blocking else None
 
-        def conflict(kind: str, reason: str, message: SyncPullMessage = message) -> None:
-            digest = message.envelope.digest().hex()
-            plan.conflicts.append(
-                ConflictRow(kind, message.wire_id, message.server_seq, digest, reason)
-            )
-
         if stored is not None:
             if stored.server_seq != message.server_seq or stored.envelope != envelope:
-                conflict(
+                _conflict(
+                    plan,
                     "wire_envelope_mismatch",
+                    message,
                     "wire ID was pulled before with another sequence or envelope",
                 )
                 evidence = Evidence.MISMATCH
@@ -209,8 +215,10 @@ def plan_apply(
             continue
         holder = replays.get(message.wire_id)
         if holder is not None and mine is None:
-            conflict(
+            _conflict(
+                plan,
                 "wire_envelope_mismatch",
+                message,
                 f"the envelope is already held under wire ID {holder} (a replayed envelope)",
             )
             plan.outcomes.append(QuarantineState.CORRUPT_STATE)
@@ -218,13 +226,20 @@ def plan_apply(
         owner = seq_owners.get(message.server_seq)
         if owner is not None and owner != message.wire_id:
             # The sequence belongs to another wire ID: no row can hold this one.
-            conflict("sequence_wire_conflict", "server_seq is already held by another wire ID")
+            _conflict(
+                plan,
+                "sequence_wire_conflict",
+                message,
+                "server_seq is already held by another wire ID",
+            )
             plan.outcomes.append(QuarantineState.CORRUPT_STATE)
             continue
         if mine is not None:
             if mine.envelope != envelope or mine.server_seq not in (None, message.server_seq):
-                conflict(
+                _conflict(
+                    plan,
                     "wire_envelope_mismatch",
+                    message,
                     "our reservation has another envelope or sequence under this wire ID",
                 )
                 evidence = Evidence.MISMATCH
@@ -265,7 +280,7 @@ def _load_facts(
             (binding_pk, *part),
         ):
             pulled[row[0]] = StoredPull(
-                row[0], row[1], (row[2], row[3], row[4], row[5]), QuarantineState(row[6])
+                row[0], row[1], (row[2], row[3], row[4], row[5]), QUARANTINE_STATES[row[6]]
             )
         for row in conn.execute(
             "SELECT wire_id, local_position, state, envelope_v, cipher, key_id, blob, server_seq"
@@ -273,7 +288,7 @@ def _load_facts(
             (binding_pk, *part),
         ):
             pushed[row[0]] = StoredPush(
-                row[0], row[1], ReservationState(row[2]), (row[3], row[4], row[5], row[6]), row[7]
+                row[0], row[1], RESERVATION_STATES[row[2]], (row[3], row[4], row[5], row[6]), row[7]
             )
     return pulled, pushed, load_seq_owners(conn, binding_pk, (m.server_seq for m in messages))
 
@@ -329,32 +344,30 @@ def _quarantine_row(
     )
 
 
-def _import(
-    conn: Any, team: str, team_pk: int, messages: list[SyncPullMessage], now: str
-) -> list[int]:
+def _import(conn: Any, team: str, messages: list[SyncPullMessage], now: str) -> list[int]:
     """Create one local message per importable envelope; returns their seqs.
 
     Sender and recipient names are interned as names, never enrolled on the
     roster: the roster comes only from the relay's authenticated members
-    document (driver-interface §2 intro; specs/store.md §4)."""
-    records = [
-        (
-            SentFields(
+    document (driver-interface §2 intro; specs/store.md §4). The projection
+    passed the v1 plaintext rules when it was opened, so the store checks
+    only what is its own (the names) — see
+    :func:`~syncengine.store.event_log.import_projected_sent`."""
+    projected = []
+    for message, local_id in zip(messages, new_uuid7s(len(messages)), strict=True):
+        plain = message.projection
+        assert isinstance(plain, Message)
+        projected.append(
+            (
                 local_id,
-                team,
-                message.projection.from_agent,
-                message.projection.to_agent,
-                message.projection.body,
-                message.projection.created_at,
-                ORIGIN_IMPORTED,
-            ),
-            f"pulled message {message.wire_id}",
+                plain.from_agent,
+                plain.to_agent,
+                plain.body,
+                plain.created_at,
+                f"pulled message {message.wire_id}",
+            )
         )
-        for message, local_id in zip(messages, new_uuid7s(len(messages)), strict=True)
-        if isinstance(message.projection, Message)
-    ]
-    assert len(records) == len(messages)
-    return import_fresh_sent(conn, records, {}, now)
+    return import_projected_sent(conn, team, projected, now)
 
 
 def _commit_plan(
@@ -373,7 +386,7 @@ def _commit_plan(
     # message: the host applies it to its own registry.
     chat = [i for i in plan.imports if isinstance(messages[i].projection, Message)]
     imported = [messages[i] for i in chat]
-    positions = _import(conn, key.local_team, binding.team_pk, imported, now) if imported else []
+    positions = _import(conn, key.local_team, imported, now) if imported else []
     position_of = {i: p for i, p in zip(chat, positions, strict=True)}
     fresh = [
         _quarantine_row(binding.pk, messages[i], QuarantineState.IMPORTED, position_of.get(i))
@@ -383,11 +396,11 @@ def _commit_plan(
     fresh.extend(
         _quarantine_row(binding.pk, messages[i], status, None) for i, status in plan.new_rows
     )
-    conn.executemany(
+    insert_rows(
+        conn,
         "INSERT INTO sync_quarantine (binding_pk, wire_id, server_seq, server_received_at,"
         " envelope_v, cipher, key_id, blob, status, policy_revision,"
-        " local_security_revision, reason, local_position)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " local_security_revision, reason, local_position) VALUES",
         fresh,
     )
     conn.executemany(
@@ -459,6 +472,11 @@ def apply_pull(
                 conn, binding.pk, binding.team_pk, binding.push_cursor, messages, held
             ):
                 pulled, pushed, owners = _load_facts(conn, binding.pk, messages)
+        # Not only while adopting: other machines re-publish to a rebuilt
+        # relay whenever they rebind (one probe when nothing is adoptable).
+        held = {*pulled, *pushed, *owners.values()}
+        if adopt_held_imports(conn, binding.pk, messages, held):
+            pulled, pushed, owners = _load_facts(conn, binding.pk, messages)
         replays = find_replays(conn, binding.pk, messages)
         plan = plan_apply(messages, pulled, pushed, owners, replays)
         if plan.conflicts:

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from syncengine.store.bulk import insert_rows_returning
 from syncengine.store.errors import Conflict, InvalidInput
 from syncengine.store.messages import check_body, log_tip
 from syncengine.store.names import check_message_id
@@ -48,6 +49,7 @@ __all__ = [
     "export_events",
     "import_events",
     "import_fresh_sent",
+    "import_projected_sent",
     "link_dangling_reads",
     "normalize_at",
 ]
@@ -275,10 +277,10 @@ def _resolve_names(
     )
 
 
-_INSERT_SENT = (
-    "INSERT INTO messages (id, team_pk, sender_pk, recipient_pk, body, at, origin)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+_INSERT_SENT_HEAD = (
+    "INSERT INTO messages (id, team_pk, sender_pk, recipient_pk, body, at, origin) VALUES"
 )
+_INSERT_SENT = _INSERT_SENT_HEAD + " (?, ?, ?, ?, ?, ?, ?)"
 
 
 class SentFields(NamedTuple):
@@ -353,6 +355,44 @@ def import_fresh_sent(
     """
     rows = [_checked_row(conn, fields, where, cache, now) for fields, where in records]
     return [seq for (seq,) in conn.executemany(_INSERT_SENT + " RETURNING seq", rows)]
+
+
+#: One pulled message already validated as a v1 plaintext: (fresh local ID,
+#: sender, recipient, body, canonical created_at, where — the record's name
+#: in an error, as :func:`import_fresh_sent` takes it).
+ProjectedSent = tuple[str, str, str, str, str, str]
+
+
+def import_projected_sent(
+    conn: Any, team: str, messages: Sequence[ProjectedSent], now: str
+) -> list[int]:
+    """Import pulled messages whose fields already passed the v1 plaintext
+    rules at the boundary (``wire.message.Message``); returns each new
+    message's ``seq``, in order — multi-row ``INSERT`` statements of
+    :data:`~syncengine.store.bulk.ROWS_PER_STATEMENT` rows, not one per row.
+
+    The v1 rules for ``body`` (a non-empty string of at most
+    ``MAX_BODY_BYTES`` UTF-8 bytes, no lone surrogate) and ``created_at``
+    (the canonical six-digit timestamp) are exactly what :func:`check_body`
+    and :func:`check_at` would verify again, and a freshly minted UUIDv7
+    passes :func:`check_message_id`; so only the names go through the
+    store's own rules (:func:`intern_pair`: no ``:`` in an agent name, say),
+    in the same order and with the same field names as
+    :func:`import_fresh_sent`, once per distinct name. The rows are the ones
+    :func:`import_fresh_sent` would write, origin ``imported`` (agmsg #949).
+    """
+    cache: NameCache = {}
+    rows = []
+    for local_id, sender, recipient, body, at, where in messages:
+        keys = cache.get((team, sender))
+        if keys is None:
+            keys = _resolve_names(conn, team, sender, where, "from", cache, now)
+        tkey, sender_pk = keys
+        keys = cache.get((team, recipient))
+        if keys is None:
+            keys = _resolve_names(conn, team, recipient, where, "to", cache, now)
+        rows.append((local_id, tkey, sender_pk, keys[1], body, at, ORIGIN_IMPORTED))
+    return [int(seq) for _, seq in insert_rows_returning(conn, _INSERT_SENT_HEAD, rows, "id, seq")]
 
 
 def _import_read(
