@@ -16,10 +16,20 @@ __all__ = ["blocked_remedy"]
 def blocked_remedy(status: str, connection: st.ConnectionRecord) -> str:
     team = connection.local_team
     epoch = connection.age_key_id or "(none configured)"
-    if status == "pending_key":
+    if status == "pending_key" and len(connection.epochs.epochs) <= 1:
         return (
             f"Install this machine's identity for epoch {epoch}: syncengine security identity "
-            f"FILE --team {team}; then run syncengine reprocess --team {team}."
+            f"FILE --team {team}; then run syncengine reprocess --team {team}. An envelope of "
+            "another key ID is an epoch another machine added: import the team's snapshot "
+            "first (syncengine keys epoch import)."
+        )
+    if status == "pending_key":
+        return (
+            "Install this machine's identity for the envelope's epoch (its key ID is in "
+            f"'syncengine quarantine list --team {team}'): syncengine security identity FILE "
+            f"--team {team}. A key ID missing from 'syncengine keys epoch list' is an epoch "
+            "another machine added: import the team's snapshot first (syncengine keys epoch "
+            f"import). Then run syncengine reprocess --team {team}."
         )
     if status == "authentication_failed":
         return (

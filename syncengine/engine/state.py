@@ -203,6 +203,14 @@ def insert_connection(
     # A Stage-1 binding of this remote stream held by another local team is
     # refused by open_binding (one remote stream replicates one local team).
     binding = open_binding(conn, key, now)
+    if conn.execute("SELECT 1 FROM messages WHERE team_pk = ? LIMIT 1", (team_key,)).fetchone():
+        # The team already holds messages (an earlier binding, a rebuilt
+        # relay): the new binding adopts what the relay already has before it
+        # pushes anything (syncengine/ops/adopt.py).
+        from syncengine.ops.adopt import mark_adoptable  # connect only (start-up, #17)
+
+        conn.execute("UPDATE sync_bindings SET adopt_own = 1 WHERE binding_pk = ?", (binding.pk,))
+        mark_adoptable(conn, binding.pk, team_key)
     conn.execute(
         "INSERT INTO engine_bindings (binding_pk, team_pk, endpoint, remote_team_name,"
         " credential_id, credential_path, connected_at) VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -19,6 +19,15 @@ never published.
 Two genuinely distinct local messages identical in all four fields pair
 with the relay's copies one to one, oldest first — as good as any order,
 since nothing distinguishes them.
+
+A *new* binding of a team that already holds messages (``connect`` to a
+relay rebuilt from nothing, after ``disconnect``) adopts its own messages
+the same way, and its earlier imports for as long as they take to arrive:
+the other machines re-publish their own messages to the new relay whenever
+they rebind, so ``connect`` lists every pulled message no quarantine row of
+the new binding points at in ``sync_adoptable`` (by content digest), and
+an importable page message matching one is recorded as imported *onto*
+it, never a second copy (:func:`mark_adoptable`, :func:`adopt_held_imports`).
 """
 
 from __future__ import annotations
@@ -30,7 +39,14 @@ from syncengine.ops.records import SyncPullMessage
 from syncengine.store.event_log import canonical_at
 from wire.message import Message
 
-__all__ = ["adopt_own_messages", "adopting", "finish_adoption"]
+__all__ = [
+    "adopt_held_imports",
+    "adopt_own_messages",
+    "adopting",
+    "content_digest",
+    "finish_adoption",
+    "mark_adoptable",
+]
 
 
 def adopting(conn: Any, binding_pk: int) -> bool:
@@ -105,3 +121,104 @@ def adopt_own_messages(
         taken.add(match)
         adopted += 1
     return adopted
+
+
+def content_digest(sender: str, recipient: str, body: str, created_at: str) -> bytes:
+    """SHA-256 of the four plaintext fields in their v1 form (RFC 8785 JCS of
+    the ``none`` plaintext object), so a held message and a pulled one with
+    the same content meet on one index key."""
+    import hashlib
+
+    return hashlib.sha256(Message(body, created_at, sender, recipient).to_jcs()).digest()
+
+
+def mark_adoptable(conn: Any, binding_pk: int, team_pk: int) -> int:
+    """A new binding over an existing history: every pulled message of the
+    team that no quarantine row of this binding points at becomes adoptable
+    (inside connect's transaction); returns how many."""
+    rows = conn.execute(
+        "SELECT m.seq, s.name, r.name, m.body, m.at FROM messages AS m"
+        " JOIN members AS s ON s.member_pk = m.sender_pk"
+        " JOIN members AS r ON r.member_pk = m.recipient_pk"
+        " WHERE m.team_pk = ? AND m.origin = 'imported'"
+        " AND NOT EXISTS (SELECT 1 FROM sync_quarantine AS q"
+        "   WHERE q.binding_pk = ? AND q.local_position = m.seq)",
+        (team_pk, binding_pk),
+    ).fetchall()
+    conn.executemany(
+        "INSERT OR IGNORE INTO sync_adoptable (binding_pk, local_position, content_digest)"
+        " VALUES (?, ?, ?)",
+        [
+            (binding_pk, seq, content_digest(sender, recipient, body, canonical_at(at)))
+            for seq, sender, recipient, body, at in rows
+        ],
+    )
+    return len(rows)
+
+
+def adopt_held_imports(
+    conn: Any,
+    binding_pk: int,
+    messages: Sequence[SyncPullMessage],
+    held_wire_ids: set[str],
+) -> int:
+    """Record page messages this store already holds (``sync_adoptable``) as
+    imported onto them (inside the caller's apply transaction); returns how
+    many. One indexed probe per page message, and none at all for a binding
+    with nothing adoptable."""
+    if (
+        conn.execute(
+            "SELECT 1 FROM sync_adoptable WHERE binding_pk = ? LIMIT 1", (binding_pk,)
+        ).fetchone()
+        is None
+    ):
+        return 0
+    rows = []
+    for message in messages:
+        projection = message.projection
+        if (
+            message.status != "importable"
+            or not isinstance(projection, Message)
+            or message.wire_id in held_wire_ids
+        ):
+            continue
+        digest = content_digest(
+            projection.from_agent, projection.to_agent, projection.body, projection.created_at
+        )
+        found = conn.execute(
+            "SELECT local_position FROM sync_adoptable WHERE binding_pk = ? AND content_digest = ?"
+            " ORDER BY local_position LIMIT 1",
+            (binding_pk, digest),
+        ).fetchone()
+        if found is None:
+            continue
+        conn.execute(
+            "DELETE FROM sync_adoptable WHERE binding_pk = ? AND local_position = ?",
+            (binding_pk, found[0]),
+        )
+        env = message.envelope
+        rows.append(
+            (
+                binding_pk,
+                message.wire_id,
+                message.server_seq,
+                message.server_received_at,
+                env.v,
+                env.cipher,
+                env.key_id,
+                env.blob,
+                "imported",
+                message.policy_revision,
+                message.local_security_revision,
+                message.reason,
+                found[0],
+            )
+        )
+    conn.executemany(
+        "INSERT INTO sync_quarantine (binding_pk, wire_id, server_seq, server_received_at,"
+        " envelope_v, cipher, key_id, blob, status, policy_revision,"
+        " local_security_revision, reason, local_position)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    return len(rows)

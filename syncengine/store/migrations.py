@@ -497,6 +497,28 @@ def _v11_key_epochs(conn: Any) -> None:
     )
 
 
+def _v12_adoptable_imports(conn: Any) -> None:
+    """``sync_adoptable``: messages a *new* binding of a team already holds
+    from an earlier one (a relay rebuilt from nothing), by a digest of their
+    four plaintext fields (syncengine/ops/adopt.py). When another machine
+    re-publishes one of them to the new relay, apply records the pulled
+    envelope as imported *onto* the held message instead of importing it a
+    second time, and the row goes. Keyed by digest, so the lookup costs one
+    index probe per pulled message, and nothing for bindings without rows.
+    """
+    conn.execute(
+        """
+        CREATE TABLE sync_adoptable (
+            binding_pk     INTEGER NOT NULL REFERENCES sync_bindings (binding_pk),
+            local_position INTEGER NOT NULL REFERENCES messages (seq),
+            content_digest BLOB NOT NULL CHECK (length(content_digest) = 32),
+            PRIMARY KEY (binding_pk, local_position)
+        ) STRICT;
+        CREATE INDEX sync_adoptable_by_digest ON sync_adoptable (binding_pk, content_digest);
+        """
+    )
+
+
 #: Migration ``i`` takes the schema from version ``i`` to ``i + 1``.
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v1_registry,
@@ -510,6 +532,7 @@ MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v9_envelope_heads,
     _v10_restore_adoption,
     _v11_key_epochs,
+    _v12_adoptable_imports,
 )
 LATEST_VERSION = len(MIGRATIONS)
 

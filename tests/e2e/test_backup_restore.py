@@ -152,3 +152,37 @@ def test_restore_killed_mid_swap_leaves_a_whole_store_and_a_rerun_restores(
             "in the backup",
             "only in the live store",
         ]
+
+
+def test_a_store_lost_entirely_is_rebuilt_from_the_relay_with_zero_duplicates_anywhere(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    team = LeanTeam(live, tmp_path)
+    a, b, c = team.machine("a"), team.machine("b"), team.machine("c")
+    a.send("alice", "bob", "a1", "a2")
+    b.send("bob", "carol", "b1")
+    c.send("carol", "alice", "c1")
+    for machine in (a, b, c, a, b):
+        machine.sync()
+    before = _history(b)
+    a.store.unlink()  # the disk is gone; a new store pairs again
+    for leftover in a.store.parent.glob("store.db-*"):
+        leftover.unlink()
+    (tmp_path / "a2").mkdir()
+    rebuilt = Machine("a2", tmp_path / "a2" / "store.db")
+    from syncengine.engine.connect import connect_store
+
+    connect_store(
+        rebuilt.store, endpoint=team.endpoint, token=team.token(), team="crew",
+        mode="plaintext-allowed",
+    )  # fmt: skip
+    assert run_cli(rebuilt, "sync").returncode == 0
+    assert _history(rebuilt) == before  # its own sent messages came back as history
+    rebuilt.send("alice", "carol", "after the rebuild")
+    for machine in (rebuilt, b, c):
+        assert run_cli(machine, "sync").returncode == 0
+    assert relay_counts(live, team.id) == (5, 5)  # nothing published twice
+    expected = sorted([*before, ("alice", "carol", "after the rebuild")])
+    for machine in (rebuilt, b, c):
+        history = _history(machine)
+        assert history == expected and max(Counter(history).values()) == 1

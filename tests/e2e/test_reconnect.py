@@ -282,13 +282,6 @@ def test_a_rebuilt_relay_is_never_merged_and_gets_each_message_once(
     _rebind_to_a_rebuilt_relay(live, tmp_path, check)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="DEFECT (#15): a new binding of a team that already holds remote-origin messages "
-    "imports them again from the rebuilt relay (adoption matches only own messages; "
-    "syncengine/ops/adopt.py)",
-)
 def test_rebinding_to_a_rebuilt_relay_stores_no_message_twice_locally(
     live: LiveRelay, tmp_path: Path
 ) -> None:
