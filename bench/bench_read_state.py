@@ -18,8 +18,9 @@ PSS sums, sampled). Target: every ratio ≤ 1.5.
 
 Then, against a relay process on 127.0.0.1 with a team of 1,000 members and
 one connected machine, interleaved: the message phase of an idle cycle
-(push and pull with nothing new) beside one read-state round (capabilities +
-members snapshot, roster adoption, prepare, POST, apply). Target: the round
+(push and pull with nothing new) beside one read-state round (members
+snapshot beside the pull's capabilities — fresh capabilities only when their
+floors disagree —, roster adoption, prepare, POST, apply). Target: the round
 ≤ 2× the idle message phase. The process tree here includes the relay.
 
 Run: ``.venv/bin/python bench/bench_read_state.py [--quick] [--json PATH]
@@ -204,10 +205,11 @@ def relay_round(rounds: int, report: Report, sampler: TreeMemorySampler) -> None
                 start = time.perf_counter()
                 context = engine._context()
                 push_once(context, 100)
-                pull_all(context, 1000)
+                pulled = pull_all(context, 1000)
                 idle = time.perf_counter() - start
                 start = time.perf_counter()
-                outcome = engine._after_pull()
+                # As in a real cycle: the phase may reuse the pull's capability snapshot.
+                outcome = engine._after_pull(pulled)
                 read = time.perf_counter() - start
                 assert outcome.skipped is None
                 pairs.append((idle, read))

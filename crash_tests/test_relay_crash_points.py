@@ -21,7 +21,7 @@ database, and prove it is wholly absent or wholly present (relay/crash.py).
 * ``relay init``: before its commit the file holds no schema and no
   ``server_instance_id``; after it, a complete 0600 database that serves.
 * Bookkeeping: the cases cover exactly ``RELAY_CRASH_POINTS``, every
-  ``_run`` that may write in relay/storage/sqlite.py names a listed
+  ``_run`` that may write in relay/storage/operations.py names a listed
   transaction, and no point fires outside its own transaction (nor in a
   read-only read-state sync).
 """
@@ -48,6 +48,7 @@ import pytest
 from relay.crash import CRASH_EXIT_CODE, RELAY_CRASH_POINTS, RELAY_TRANSACTIONS
 from relay.errors import PairingTokenConsumed, Unauthenticated
 from relay.secrets import hash_secret, timestamp
+from relay.storage import operations as operations_module
 from relay.storage import sqlite as sqlite_module
 from relay.storage.records import (
     Access,
@@ -383,7 +384,9 @@ def test_the_tests_cover_exactly_the_relay_crash_points() -> None:
 def test_every_write_transaction_of_the_store_is_named() -> None:
     """Each ``self._run`` that may write names a listed transaction, and
     ``initialize`` (its own connection) passes the ``relay.init`` points."""
-    source = Path(sqlite_module.__file__).read_text()
+    source = "\n".join(
+        Path(module.__file__).read_text() for module in (sqlite_module, operations_module)
+    )
     named: list[str] = []
     points: list[str] = []
     for node in ast.walk(ast.parse(source)):

@@ -21,6 +21,7 @@ __all__ = [
     "expect_object",
     "expect_str",
     "join_field",
+    "rebased",
 ]
 
 
@@ -31,6 +32,14 @@ def join_field(parent: str, child: str | int) -> str:
     if not child:
         return parent
     return f"{parent}.{child}" if parent else child
+
+
+def rebased(exc: SchemaError, field: str) -> SchemaError:
+    """The same error under ``field``. Elements of a large document are
+    checked under relative names and the dotted path is built only when one
+    fails: a page of 1,000 items would otherwise format 1,000s of paths that
+    no error ever shows."""
+    return type(exc)(join_field(field, exc.field), exc.rule)
 
 
 def expect_object(

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route, Router
+from starlette.routing import Route, Router, request_response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from relay import openapi
@@ -47,6 +47,7 @@ from relay.errors import (
     Unavailable,
 )
 from relay.http import bodies, render
+from relay.http.body_cache import BodyCache
 from relay.http.intake import (
     query_params,
     read_json_body,
@@ -176,6 +177,8 @@ class _Handlers:
     def __init__(self, store: RelayStore, clock: Clock) -> None:
         self.store = store
         self.clock = clock
+        #: The roster and read-state bodies last rendered per team (relay/http/body_cache.py).
+        self.bodies = BodyCache()
 
     # -- plumbing -----------------------------------------------------------------------------
     async def call(self, fn: Callable[..., T], *args: Any, team_id: str | None = None) -> T:
@@ -270,12 +273,21 @@ class _Handlers:
     async def members(self, request: Request) -> Response:
         access, _ = await self.team_query(request)
         roster = await self.team_call(self.store.members, access)
-        return json_response(render.roster(self.sid, roster))
+        body = self.bodies.body(
+            paths.MEMBERS, access.team_id, roster, lambda r: _json_bytes(render.roster(self.sid, r))
+        )
+        return Response(body, media_type="application/json")
 
     async def read_state_sync(self, request: Request) -> Response:
         access, parsed = await self.team_body(request, bodies.parse_read_state_request)
         page = await self.team_call(self.store.sync_read_state, access, parsed)
-        return json_response(render.read_state_page(self.sid, page))
+        body = self.bodies.body(
+            paths.READ_STATE_SYNC,
+            access.team_id,
+            page,
+            lambda p: _json_bytes(render.read_state_page(self.sid, p)),
+        )
+        return Response(body, media_type="application/json")
 
     async def pairing_exchange(self, request: Request) -> Response:
         require_protocol_version(request)
@@ -333,6 +345,23 @@ def _guard(
     return guarded
 
 
+class _AnyMethod:
+    """One guarded endpoint as an ASGI app whose route matches every method.
+
+    Starlette answers a method outside a route's ``methods`` itself, in plain
+    text; a route built on an ASGI app instead of a function has no method
+    set, so every method — ``BREW`` too — reaches :func:`_guard`, whose 405
+    is the protocol's error body with the route's own ``Allow`` header
+    (specs/relay.md, decision 4: wrong methods answer 405 in the envelope).
+    """
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._app = request_response(endpoint)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._app(scope, receive, send)
+
+
 def create_app(
     store: RelayStore, *, clock: Clock = utc_now, metrics: bool = False
 ) -> ProtocolHeaders:
@@ -357,7 +386,7 @@ def create_app(
     if instruments is not None:
         table.append((METRICS_PATH, get, metrics_endpoint(instruments)))
     routes = [
-        Route(path, _guard(path, methods, endpoint, handlers), methods=_ALL_METHODS)
+        Route(path, _AnyMethod(_guard(path, methods, endpoint, handlers)))
         for path, methods, endpoint in table
     ]
 
@@ -369,8 +398,7 @@ def create_app(
     routes.append(
         Route(
             paths.MESSAGES,
-            _guard(paths.MESSAGES, frozenset({"GET", "POST"}), messages, handlers),
-            methods=_ALL_METHODS,
+            _AnyMethod(_guard(paths.MESSAGES, frozenset({"GET", "POST"}), messages, handlers)),
         )
     )
 

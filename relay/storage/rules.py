@@ -1,10 +1,11 @@
 """Backend-neutral storage rules: decided in Python, identical for every database.
 
-Both stores call these so that SQLite and PostgreSQL cannot drift apart on a
+Both stores call these (through relay/storage/operations.py and
+relay/storage/steps.py) so that SQLite and PostgreSQL cannot drift apart on a
 rule that needs no data: the within-document provisioning checks, which
 member a read-state overflow is blamed on, and the retention log line. The
-limits are parameters, not imports, so each backend keeps its own module
-constants (tests lower them per backend).
+limits are parameters, not imports: relay/storage/steps.py passes its own
+module constants (tests lower them there).
 """
 
 from __future__ import annotations

@@ -90,8 +90,18 @@ class ReadStateReport:
         }
 
 
-def snapshot_roster(client: RelayClient) -> tuple[Any, Any]:
-    """Capabilities and members from one retention state (their floors agree)."""
+def snapshot_roster(client: RelayClient, reuse: Any = None) -> tuple[Any, Any]:
+    """Capabilities and members from one retention state (their floors agree).
+
+    ``reuse`` is the capability snapshot this cycle's pull ended with (its
+    ``current_seq`` covers the transport cursor the pull reached): when the
+    roster's floor agrees with it, the pair is as consistent as a fresh one
+    and the phase saves a request (specs/read-state.md §8 and decision 8);
+    otherwise fresh pairs are taken as before."""
+    if reuse is not None:
+        members = client.members()
+        if reuse.binding.min_available_seq == members.binding.min_available_seq:
+            return reuse, members
     for _ in range(SNAPSHOT_ATTEMPTS):
         caps = client.capabilities()
         members = client.members()

@@ -23,11 +23,15 @@ class WatchedClient(RelayClient):
     ``current_seq`` — the engine checks before anything acts on it."""
 
     watch: Callable[[Any], None] | None = None
+    #: The newest capability snapshot the engine accepted: the read-state
+    #: phase may reuse the one its cycle's pull ended with (specs/read-state.md §8).
+    last_capabilities: Any = None
 
     def capabilities(self) -> Any:
         caps = super().capabilities()
         if self.watch is not None:
             self.watch(caps)
+        self.last_capabilities = caps
         return caps
 
     def read_state_sync(self, request: Any) -> Any:

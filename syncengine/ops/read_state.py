@@ -370,17 +370,21 @@ def apply_read_state(
         seen_frontier: set[str] = set()
         members: set[str] = set()
         for index, item in enumerate(items):
-            where = f"item {index + 1}"
+            # The item's name is formatted only for a refusal (a page holds 1,000).
             if item.member_id not in roster:
                 raise InvalidInput(
-                    f"{where}.member_id",
+                    f"item {index + 1}.member_id",
                     f"member {item.member_id} is not on this team's roster",
                 )
             if isinstance(item, SyncReadFrontier):
                 if item.member_id in seen_frontier:
-                    raise InvalidInput(f"{where}.member_id", "a member has one frontier per page")
+                    raise InvalidInput(
+                        f"item {index + 1}.member_id", "a member has one frontier per page"
+                    )
                 if item.server_seq > snapshot.current_seq:
-                    raise InvalidInput(f"{where}.server_seq", "a frontier beyond current_seq")
+                    raise InvalidInput(
+                        f"item {index + 1}.server_seq", "a frontier beyond current_seq"
+                    )
                 seen_frontier.add(item.member_id)
             members.add(item.member_id)
         readers = _merge_floor(conn, binding, snapshot.min_available_seq, now)

@@ -229,6 +229,50 @@ _MAPPED = """
 """
 
 
+def _nothing_to_bridge(conn: Any, binding_pk: int, floor: int, mappings: Sequence[Mapping]) -> bool:
+    """Whether no read fact, remote or local, can reach any of ``mappings`` —
+    then :func:`on_mappings` would classify every one as neither covered nor
+    read and write nothing, and its per-mapping statement is skipped
+    (issue #17: a page of fresh imports usually meets no read fact at all).
+
+    Sound by construction, from a handful of index probes: every sequence is
+    above the floor and above every stored remote frontier of the binding,
+    the binding holds no exact remote read, and no roster member of the
+    binding's team (the recipients the statement considers) has a local
+    frontier at or beyond the lowest position or an exact local read within
+    the positions' range. Any doubt answers ``False``: the full statement runs.
+    """
+    low_seq = min(m[1] for m in mappings)
+    low_pos = min(m[2] for m in mappings)
+    high_pos = max(m[2] for m in mappings)
+    if low_seq <= floor:
+        return False
+    top = conn.execute(
+        "SELECT max(server_seq) FROM read_remote_frontiers WHERE binding_pk = ?", (binding_pk,)
+    ).fetchone()[0]
+    if top is not None and low_seq <= top:
+        return False
+    if conn.execute(
+        "SELECT 1 FROM read_remote_exact WHERE binding_pk = ? LIMIT 1", (binding_pk,)
+    ).fetchone():
+        return False
+    team_pk = _team_of_binding(conn, binding_pk)
+    frontier = conn.execute(
+        "SELECT max(f.local_position) FROM members AS r INDEXED BY members_roster"
+        " CROSS JOIN read_frontiers AS f"
+        " WHERE r.team_pk = ? AND r.roster = 1 AND f.member_pk = r.member_pk",
+        (team_pk,),
+    ).fetchone()[0]
+    if frontier is not None and low_pos <= frontier:
+        return False
+    return not conn.execute(
+        "SELECT 1 FROM members AS r INDEXED BY members_roster CROSS JOIN message_reads AS x"
+        " WHERE r.team_pk = ? AND r.roster = 1 AND x.reader_pk = r.member_pk"
+        " AND x.msg_seq BETWEEN ? AND ? LIMIT 1",
+        (team_pk, low_pos, high_pos),
+    ).fetchone()
+
+
 def on_mappings(conn: Any, binding_pk: int, mappings: Sequence[Mapping], now: str) -> None:
     """New durable mappings (imports, echoes, acknowledgements): project
     remote coverage onto each message, or promote its existing local read.
@@ -241,6 +285,8 @@ def on_mappings(conn: Any, binding_pk: int, mappings: Sequence[Mapping], now: st
     floor = conn.execute(
         "SELECT read_floor FROM sync_bindings WHERE binding_pk = ?", (binding_pk,)
     ).fetchone()[0]
+    if _nothing_to_bridge(conn, binding_pk, floor, mappings):
+        return
     rows = conn.execute(
         _MAPPED,
         {"maps": json.dumps([list(m) for m in mappings]), "floor": floor, "b": binding_pk},

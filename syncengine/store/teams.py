@@ -22,6 +22,7 @@ These functions run inside a transaction the caller opened.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from syncengine.ids import new_uuid7
@@ -262,35 +263,48 @@ def adopt_roster(conn: Any, key: int, roster: list[tuple[str, str]], now: str) -
       its messages stay, its read-state overlay is no longer consulted.
 
     Members are never taken from message sender/recipient strings.
+
+    Every cycle adopts the roster again (specs/read-state.md §8), and a
+    steady roster of 1,000 members must not cost 1,000 lookups: the team's
+    rows are read once, the rules above are decided against that picture
+    (kept current as rows change), and only differences are written.
     """
     conn.execute("UPDATE teams SET registered = 1 WHERE team_pk = ? AND registered = 0", (key,))
     changed: int = conn.changes()
+    rows = {
+        int(pk): _RosterRow(member_id, name, bool(on_roster), bool(bound))
+        for pk, member_id, name, on_roster, bound in conn.execute(
+            "SELECT member_pk, member_id, name, roster, relay_bound FROM members WHERE team_pk = ?",
+            (key,),
+        )
+    }
+    by_id = {row.member_id: pk for pk, row in rows.items()}
+    by_name = {row.name: pk for pk, row in rows.items()}
     for member_id, name in roster:
-        by_id = conn.execute(
-            "SELECT member_pk, team_pk, roster, relay_bound FROM members WHERE member_id = ?",
-            (member_id,),
-        ).fetchone()
-        if by_id is not None:
-            if by_id[1] != key:
-                raise Conflict(f"member ID {member_id} already belongs to another local team")
-            if not by_id[2] or not by_id[3]:
+        pk = by_id.get(member_id)
+        if pk is not None:
+            row = rows[pk]
+            if not row.roster or not row.relay_bound:
                 conn.execute(
-                    "UPDATE members SET roster = 1, relay_bound = 1 WHERE member_pk = ?",
-                    (by_id[0],),
+                    "UPDATE members SET roster = 1, relay_bound = 1 WHERE member_pk = ?", (pk,)
                 )
+                row.roster = row.relay_bound = True
                 changed += 1
             continue
-        row = conn.execute(
-            "SELECT member_pk, relay_bound FROM members WHERE team_pk = ? AND name = ?",
-            (key, name),
-        ).fetchone()
-        if row is None:
+        # Member IDs are unique across teams: one unknown here may be another team's.
+        if conn.execute("SELECT 1 FROM members WHERE member_id = ?", (member_id,)).fetchone():
+            raise Conflict(f"member ID {member_id} already belongs to another local team")
+        pk = by_name.get(name)
+        if pk is None:
             conn.execute(
                 "INSERT INTO members (team_pk, member_id, name, created_at, relay_bound)"
                 " VALUES (?, ?, ?, ?, 1)",
                 (key, member_id, name, now),
             )
-        elif row[1]:
+            pk = int(conn.last_insert_rowid())
+            rows[pk] = _RosterRow(member_id, name, True, True)
+            by_name[name] = pk
+        elif rows[pk].relay_bound:
             _log.warning(
                 "relay member %s is named %r, a name this store holds for another member; "
                 "it is left out until the local member is renamed",
@@ -301,18 +315,34 @@ def adopt_roster(conn: Any, key: int, roster: list[tuple[str, str]], now: str) -
         else:
             conn.execute(
                 "UPDATE members SET member_id = ?, roster = 1, relay_bound = 1 WHERE member_pk = ?",
-                (member_id, row[0]),
+                (member_id, pk),
             )
+            row = rows[pk]
+            del by_id[row.member_id]
+            row.member_id, row.roster, row.relay_bound = member_id, True, True
+        by_id[member_id] = pk
         changed += 1
-    ids = [member_id for member_id, _ in roster]
-    marks = ",".join("?" * len(ids)) or "NULL"
-    conn.execute(
-        "UPDATE members SET roster = 0 WHERE team_pk = ? AND relay_bound = 1 AND roster = 1"
-        f" AND member_id NOT IN ({marks})",
-        (key, *ids),
-    )
-    changed += conn.changes()
+    listed = {member_id for member_id, _ in roster}
+    retired = [
+        pk
+        for pk, row in rows.items()
+        if row.relay_bound and row.roster and row.member_id not in listed
+    ]
+    if retired:
+        marks = ",".join("?" * len(retired))
+        conn.execute(f"UPDATE members SET roster = 0 WHERE member_pk IN ({marks})", retired)
+        changed += conn.changes()
     return changed
+
+
+@dataclass(slots=True)
+class _RosterRow:
+    """One member row as :func:`adopt_roster` sees it while it decides."""
+
+    member_id: str
+    name: str
+    roster: bool
+    relay_bound: bool
 
 
 def rename_member(conn: Any, team: str, old: str, new: str) -> None:

@@ -150,6 +150,17 @@ def test_wrong_method_is_405_in_the_error_envelope(relay: Relay, device: Device)
     assert "GET" in response.headers["allow"]
 
 
+def test_method_outside_the_routed_set_is_405_in_the_error_envelope_with_allow(
+    relay: Relay,
+) -> None:
+    response = relay.client.request("BREW", "/v1/health")
+    assert response.status_code == 405
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["error"]["code"] == "method-not-allowed"
+    assert response.headers["allow"] == "GET"
+    _assert_protocol_headers(response)
+
+
 def test_unknown_query_parameter_is_400(relay: Relay, device: Device) -> None:
     response = relay.client.get("/v1/messages?after=0&cursor=1", headers=device.headers)
     assert response.status_code == 400

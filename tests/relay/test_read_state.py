@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from relay.secrets import new_uuid7
-from relay.storage import postgres as postgres_store
-from relay.storage import sqlite as sqlite_store
+from relay.storage import steps
 from tests.relay.conftest import Device, Relay
 from tests.relay.helpers import batch, uuid4
 from wire.http_v1.errors import ErrorResponse
@@ -139,8 +138,7 @@ def test_removed_member_is_inactive_for_read_state(relay: Relay, device: Device)
 def test_member_limit_rejects_whole_update_naming_the_causal_member(
     relay: Relay, device: Device, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for backend_module in (sqlite_store, postgres_store):
-        monkeypatch.setattr(backend_module, "MAX_EXACT_PER_MEMBER", 3)
+    monkeypatch.setattr(steps, "MAX_EXACT_PER_MEMBER", 3)  # both backends merge in steps
     leader, worker = (m.member_id for m in device.team.members)
     ids = post(relay, device, 10)
     assert sync(relay, device, [update(leader, 0, *ids[5:8])]).status_code == 200
@@ -162,8 +160,7 @@ def test_member_limit_rejects_whole_update_naming_the_causal_member(
 def test_team_limit_names_a_member_that_added_facts_not_the_largest_owner(
     relay: Relay, device: Device, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for backend_module in (sqlite_store, postgres_store):
-        monkeypatch.setattr(backend_module, "MAX_EXACT_PER_TEAM", 4)
+    monkeypatch.setattr(steps, "MAX_EXACT_PER_TEAM", 4)  # both backends merge in steps
     leader, worker = (m.member_id for m in device.team.members)
     ids = post(relay, device, 10)
     assert sync(relay, device, [update(leader, 0, *ids[5:9])]).status_code == 200

@@ -19,7 +19,7 @@ from wire.errors import SchemaError
 from wire.http_v1.binding import BINDING_MEMBERS, ResponseBinding
 from wire.http_v1.limits import MAX_MEMBERS
 from wire.scalars import check_agent_name, check_uuid7, format_seq, parse_seq
-from wire.schema import expect_list, expect_object, expect_str, join_field
+from wire.schema import expect_list, expect_object, expect_str, join_field, rebased
 
 __all__ = ["Member", "MembersDocument", "Registration"]
 
@@ -27,6 +27,8 @@ __all__ = ["Member", "MembersDocument", "Registration"]
 _MAX_TYPE_CHARS = 128
 #: Registrations per member: unbounded upstream; bounded here for the same reason.
 _MAX_REGISTRATIONS = 1000
+_REGISTRATION_MEMBERS = ("registration_id", "installation_id", "type")
+_MEMBER_MEMBERS = ("member_id", "name", "registrations")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,15 +40,21 @@ class Registration:
     type: str
 
     def validate(self, field: str) -> Registration:
-        check_uuid7(self.registration_id, join_field(field, "registration_id"))
-        check_uuid7(self.installation_id, join_field(field, "installation_id"))
-        at = join_field(field, "type")
-        expect_str(self.type, at)
-        if not 1 <= len(self.type) <= _MAX_TYPE_CHARS:
-            raise SchemaError(at, f"must be a non-empty string of at most {_MAX_TYPE_CHARS}")
-        if any(ord(char) < 0x20 or ord(char) == 0x7F for char in self.type):
-            raise SchemaError(at, "must not contain control characters")
+        try:
+            self._check()
+        except SchemaError as exc:
+            raise rebased(exc, field) from None
         return self
+
+    def _check(self) -> None:
+        """Every rule, under relative names (the caller rebases a failure)."""
+        check_uuid7(self.registration_id, "registration_id")
+        check_uuid7(self.installation_id, "installation_id")
+        expect_str(self.type, "type")
+        if not 1 <= len(self.type) <= _MAX_TYPE_CHARS:
+            raise SchemaError("type", f"must be a non-empty string of at most {_MAX_TYPE_CHARS}")
+        if any(ord(char) < 0x20 or ord(char) == 0x7F for char in self.type):
+            raise SchemaError("type", "must not contain control characters")
 
     def to_obj(self) -> dict[str, Any]:
         return {
@@ -57,9 +65,17 @@ class Registration:
 
     @classmethod
     def from_obj(cls, value: Any, field: str) -> Registration:
-        members = ("registration_id", "installation_id", "type")
-        obj = expect_object(value, field, members, closed=False)
-        return cls(obj["registration_id"], obj["installation_id"], obj["type"]).validate(field)
+        try:
+            return cls._from_obj(value)
+        except SchemaError as exc:
+            raise rebased(exc, field) from None
+
+    @classmethod
+    def _from_obj(cls, value: Any) -> Registration:
+        obj = expect_object(value, "", _REGISTRATION_MEMBERS, closed=False)
+        registration = cls(obj["registration_id"], obj["installation_id"], obj["type"])
+        registration._check()
+        return registration
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,22 +87,32 @@ class Member:
     registrations: tuple[Registration, ...] = ()
 
     def validate(self, field: str) -> Member:
-        check_uuid7(self.member_id, join_field(field, "member_id"))
-        check_agent_name(self.name, join_field(field, "name"))
-        at = join_field(field, "registrations")
-        if len(self.registrations) > _MAX_REGISTRATIONS:
-            raise SchemaError(at, f"must hold at most {_MAX_REGISTRATIONS} registrations")
-        for index, registration in enumerate(self.registrations):
-            registration.validate(join_field(at, index))
-            if (
-                index
-                and registration.registration_id <= self.registrations[index - 1].registration_id
-            ):
-                raise SchemaError(
-                    join_field(join_field(at, index), "registration_id"),
-                    "registrations must be strictly ascending by registration_id",
-                )
+        try:
+            self._check()
+        except SchemaError as exc:
+            raise rebased(exc, field) from None
         return self
+
+    def _check(self) -> None:
+        """Every rule, under relative names (the caller rebases a failure)."""
+        check_uuid7(self.member_id, "member_id")
+        check_agent_name(self.name, "name")
+        if len(self.registrations) > _MAX_REGISTRATIONS:
+            raise SchemaError(
+                "registrations", f"must hold at most {_MAX_REGISTRATIONS} registrations"
+            )
+        previous: str | None = None
+        for index, registration in enumerate(self.registrations):
+            try:
+                registration._check()
+                if previous is not None and registration.registration_id <= previous:
+                    raise SchemaError(
+                        "registration_id",
+                        "registrations must be strictly ascending by registration_id",
+                    )
+            except SchemaError as exc:
+                raise rebased(exc, join_field("registrations", index)) from None
+            previous = registration.registration_id
 
     def to_obj(self) -> dict[str, Any]:
         return {
@@ -97,13 +123,27 @@ class Member:
 
     @classmethod
     def from_obj(cls, value: Any, field: str) -> Member:
-        obj = expect_object(value, field, ("member_id", "name", "registrations"), closed=False)
-        at = join_field(field, "registrations")
-        items = expect_list(obj["registrations"], at, max_items=_MAX_REGISTRATIONS)
-        registrations = tuple(
-            Registration.from_obj(item, join_field(at, index)) for index, item in enumerate(items)
-        )
-        return cls(obj["member_id"], obj["name"], registrations).validate(field)
+        try:
+            return cls._from_obj(value)
+        except SchemaError as exc:
+            raise rebased(exc, field) from None
+
+    @classmethod
+    def _from_obj(cls, value: Any) -> Member:
+        obj = expect_object(value, "", _MEMBER_MEMBERS, closed=False)
+        raw = expect_list(obj["registrations"], "registrations", max_items=_MAX_REGISTRATIONS)
+        registrations: tuple[Registration, ...] = ()
+        if raw:
+            parsed: list[Registration] = []
+            for index, item in enumerate(raw):
+                try:
+                    parsed.append(Registration._from_obj(item))
+                except SchemaError as exc:
+                    raise rebased(exc, join_field("registrations", index)) from None
+            registrations = tuple(parsed)
+        member = cls(obj["member_id"], obj["name"], registrations)
+        member._check()
+        return member
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,26 +164,29 @@ class MembersDocument:
             raise SchemaError(at, f"a team has at most {MAX_MEMBERS} active members")
         names: set[str] = set()
         owners: set[str] = set()
+        previous: str | None = None
         for index, member in enumerate(self.members):
-            here = join_field(at, index)
-            if deep:
-                member.validate(here)
-            if index and member.member_id <= self.members[index - 1].member_id:
-                raise SchemaError(
-                    join_field(here, "member_id"), "members must be strictly ascending by member_id"
-                )
-            if member.name in names:
-                raise SchemaError(join_field(here, "name"), "member names are unique in a team")
-            names.add(member.name)
-            for number, registration in enumerate(member.registrations):
-                if registration.registration_id in owners:
+            # Checked under relative names; the member's path is built on failure only.
+            try:
+                if deep:
+                    member._check()
+                if previous is not None and member.member_id <= previous:
                     raise SchemaError(
-                        join_field(
-                            join_field(join_field(here, "registrations"), number), "registration_id"
-                        ),
-                        "a registration belongs to exactly one member",
+                        "member_id", "members must be strictly ascending by member_id"
                     )
-                owners.add(registration.registration_id)
+                if member.name in names:
+                    raise SchemaError("name", "member names are unique in a team")
+                for number, registration in enumerate(member.registrations):
+                    if registration.registration_id in owners:
+                        raise SchemaError(
+                            join_field(join_field("registrations", number), "registration_id"),
+                            "a registration belongs to exactly one member",
+                        )
+                    owners.add(registration.registration_id)
+            except SchemaError as exc:
+                raise rebased(exc, join_field(at, index)) from None
+            previous = member.member_id
+            names.add(member.name)
         return self
 
     def by_id(self) -> dict[str, Member]:
@@ -166,7 +209,10 @@ class MembersDocument:
         revision = parse_seq(obj["members_revision"], join_field(field, "members_revision"))
         at = join_field(field, "members")
         items = expect_list(obj["members"], at, max_items=MAX_MEMBERS)
-        members = tuple(
-            Member.from_obj(item, join_field(at, index)) for index, item in enumerate(items)
-        )
-        return cls(binding, revision, members).validate(field, deep=False)
+        members: list[Member] = []
+        for index, item in enumerate(items):
+            try:
+                members.append(Member._from_obj(item))
+            except SchemaError as exc:
+                raise rebased(exc, join_field(at, index)) from None
+        return cls(binding, revision, tuple(members)).validate(field, deep=False)

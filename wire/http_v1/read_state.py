@@ -49,6 +49,7 @@ from wire.schema import (
     expect_object,
     expect_str,
     join_field,
+    rebased,
 )
 
 __all__ = [
@@ -236,6 +237,11 @@ class FrontierItem:
     def key(self) -> PageKey:
         return PageKey(self.member_id, ItemKind.FRONTIER)
 
+    @property
+    def sort_key(self) -> tuple[str, int, str]:
+        """``key.sort_key`` without building the key (a page sorts 1,000 items)."""
+        return (self.member_id, 0, "")
+
     def validate(self, field: str) -> FrontierItem:
         check_uuid7(self.member_id, join_field(field, "member_id"))
         format_seq(self.server_seq, join_field(field, "server_seq"))
@@ -260,6 +266,11 @@ class ExactItem:
     def key(self) -> PageKey:
         return PageKey(self.member_id, ItemKind.EXACT, self.wire_id)
 
+    @property
+    def sort_key(self) -> tuple[str, int, str]:
+        """``key.sort_key`` without building the key."""
+        return (self.member_id, 1, self.wire_id)
+
     def validate(self, field: str) -> ExactItem:
         check_uuid7(self.member_id, join_field(field, "member_id"))
         check_uuid4(self.wire_id, join_field(field, "wire_id"))
@@ -272,15 +283,32 @@ class ExactItem:
 ReadStateItem = FrontierItem | ExactItem
 
 
-def _item_from_obj(value: Any, field: str) -> ReadStateItem:
-    obj = expect_object(value, field, ("kind", "member_id"), closed=False)
-    kind = _parse_kind(obj["kind"], join_field(field, "kind"))
-    if kind is ItemKind.FRONTIER:
-        expect_object(obj, field, ("kind", "member_id", "server_seq"), closed=False)
-        seq = parse_seq(obj["server_seq"], join_field(field, "server_seq"))
-        return FrontierItem(obj["member_id"], seq).validate(field)
-    expect_object(obj, field, ("kind", "member_id", "wire_id"), closed=False)
-    return ExactItem(obj["member_id"], obj["wire_id"]).validate(field)
+_FRONTIER_MEMBERS = frozenset(("kind", "member_id", "server_seq"))
+_EXACT_MEMBERS = frozenset(("kind", "member_id", "wire_id"))
+
+
+def _item_from_obj(value: Any) -> ReadStateItem:
+    """One item, every rule of its ``validate()`` applied once, under
+    relative field names (the caller rebases a failure onto the item's path).
+
+    The shape test is inlined for the well-formed case (an object holding
+    its kind's members; unknown members are ignored, as in every response);
+    anything else takes :func:`expect_object` and :func:`_parse_kind`, which
+    name the member that broke the rule."""
+    if type(value) is dict:
+        kind = value.get("kind")
+        if kind == "frontier" and value.keys() >= _FRONTIER_MEMBERS:
+            seq = parse_seq(value["server_seq"], "server_seq")
+            return FrontierItem(check_uuid7(value["member_id"], "member_id"), seq)
+        if kind == "exact" and value.keys() >= _EXACT_MEMBERS:
+            member_id = check_uuid7(value["member_id"], "member_id")
+            return ExactItem(member_id, check_uuid4(value["wire_id"], "wire_id"))
+    obj = expect_object(value, "", ("kind", "member_id"), closed=False)
+    if _parse_kind(obj["kind"], "kind") is ItemKind.FRONTIER:
+        expect_object(obj, "", _FRONTIER_MEMBERS, closed=False)
+    else:
+        expect_object(obj, "", _EXACT_MEMBERS, closed=False)
+    raise AssertionError("unreachable: a well-formed item takes the path above")
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,21 +334,27 @@ class ReadStatePage:
         at = join_field(field, "items")
         if len(self.items) > MAX_READ_PAGE_LIMIT:
             raise SchemaError(at, f"must hold at most {MAX_READ_PAGE_LIMIT} items")
+        current = self.current_seq
+        previous: tuple[str, int, str] | None = None
         for index, item in enumerate(self.items):
-            here = join_field(at, index)
-            if not isinstance(item, FrontierItem | ExactItem):
-                raise SchemaError(here, "must be a frontier or exact item")
-            if deep:
-                item.validate(here)
-            if isinstance(item, FrontierItem) and not floor <= item.server_seq <= self.current_seq:
-                raise SchemaError(
-                    join_field(here, "server_seq"),
-                    "a frontier lies between min_available_seq and current_seq",
-                )
-            if index and item.key.sort_key <= self.items[index - 1].key.sort_key:
-                raise SchemaError(
-                    here, "items must be strictly ascending by (member_id, kind, wire_id)"
-                )
+            # Checked under relative names; the item's path is built on failure only.
+            try:
+                if not isinstance(item, FrontierItem | ExactItem):
+                    raise SchemaError("", "must be a frontier or exact item")
+                if deep:
+                    item.validate("")
+                if isinstance(item, FrontierItem) and not floor <= item.server_seq <= current:
+                    raise SchemaError(
+                        "server_seq", "a frontier lies between min_available_seq and current_seq"
+                    )
+                key = item.sort_key
+                if previous is not None and key <= previous:
+                    raise SchemaError(
+                        "", "items must be strictly ascending by (member_id, kind, wire_id)"
+                    )
+                previous = key
+            except SchemaError as exc:
+                raise rebased(exc, join_field(at, index)) from None
         more = join_field(field, "has_more")
         cursor = join_field(field, "next_page_after")
         if not isinstance(self.has_more, bool):
@@ -340,7 +374,7 @@ class ReadStatePage:
         if len(self.items) > request.page_limit:
             raise SchemaError(at, "holds more items than page_limit")
         after = request.page_after
-        if after is not None and self.items and self.items[0].key.sort_key <= after.sort_key:
+        if after is not None and self.items and self.items[0].sort_key <= after.sort_key:
             raise SchemaError(join_field(at, 0), "must sort after the request's page_after")
         return self
 
@@ -363,7 +397,13 @@ class ReadStatePage:
         current = parse_seq(obj["current_seq"], join_field(field, "current_seq"))
         at = join_field(field, "items")
         raw_items = expect_list(obj["items"], at, max_items=MAX_READ_PAGE_LIMIT)
-        items = tuple(_item_from_obj(item, join_field(at, i)) for i, item in enumerate(raw_items))
+        parsed: list[ReadStateItem] = []
+        for index, raw in enumerate(raw_items):
+            try:
+                parsed.append(_item_from_obj(raw))
+            except SchemaError as exc:
+                raise rebased(exc, join_field(at, index)) from None
+        items = tuple(parsed)
         raw_cursor = obj["next_page_after"]
         cursor = (
             None
@@ -372,6 +412,10 @@ class ReadStatePage:
         )
         has_more = expect_bool(obj["has_more"], join_field(field, "has_more"))
         return cls(binding, current, items, cursor, has_more).validate(field, deep=False)
+
+
+def _item_path(index: int) -> str:
+    return join_field("page.items", index)
 
 
 @dataclass(slots=True)
@@ -406,22 +450,27 @@ class ReadStateWalk:
         per_member = dict(self.exact_per_member)
         total = self.exact_total
         for index, item in enumerate(page.items):
-            here = join_field("page.items", index)
             if isinstance(item, FrontierItem):
                 if item.member_id in frontiers:
-                    raise SchemaError(here, "a member contributes exactly one frontier")
+                    raise SchemaError(
+                        _item_path(index), "a member contributes exactly one frontier"
+                    )
                 frontiers.add(item.member_id)
                 continue
             if item.member_id not in frontiers:
-                raise SchemaError(here, "an exact item must follow its member's frontier")
+                raise SchemaError(
+                    _item_path(index), "an exact item must follow its member's frontier"
+                )
             per_member[item.member_id] = per_member.get(item.member_id, 0) + 1
             total += 1
             if per_member[item.member_id] > MAX_EXACT_PER_MEMBER:
                 raise SchemaError(
-                    here, f"more than {MAX_EXACT_PER_MEMBER} exact reads for a member"
+                    _item_path(index), f"more than {MAX_EXACT_PER_MEMBER} exact reads for a member"
                 )
             if total > MAX_EXACT_PER_TEAM:
-                raise SchemaError(here, f"more than {MAX_EXACT_PER_TEAM} exact reads for the team")
+                raise SchemaError(
+                    _item_path(index), f"more than {MAX_EXACT_PER_TEAM} exact reads for the team"
+                )
         self.frontier_members = frontiers
         self.exact_per_member = per_member
         self.exact_total = total
