@@ -22,7 +22,6 @@ These functions run inside a transaction the caller opened.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from syncengine.ids import new_uuid7
@@ -335,14 +334,21 @@ def adopt_roster(conn: Any, key: int, roster: list[tuple[str, str]], now: str) -
     return changed
 
 
-@dataclass(slots=True)
 class _RosterRow:
-    """One member row as :func:`adopt_roster` sees it while it decides."""
+    """One member row as :func:`adopt_roster` sees it while it decides.
 
-    member_id: str
-    name: str
-    roster: bool
-    relay_bound: bool
+    A plain slotted class, not a dataclass: this module is on the path of
+    every host ``send``, and importing :mod:`dataclasses` there costs
+    ~10 ms of start-up (issue #17; tests/syncengine/cli/test_startup_imports.py).
+    """
+
+    __slots__ = ("member_id", "name", "relay_bound", "roster")
+
+    def __init__(self, member_id: str, name: str, roster: bool, relay_bound: bool) -> None:
+        self.member_id = member_id
+        self.name = name
+        self.roster = roster
+        self.relay_bound = relay_bound
 
 
 def rename_member(conn: Any, team: str, old: str, new: str) -> None:
