@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
 
-__all__ = ["PrivateFileRefused", "read_private_file"]
+__all__ = ["PrivateFileRefused", "read_private_file", "write_new_private_file"]
 
 
 class PrivateFileRefused(Exception):
@@ -62,3 +63,29 @@ def read_private_file(path: Path, what: str, max_bytes: int) -> bytes:
     finally:
         os.close(fd)
     return b"".join(chunks)
+
+
+def write_new_private_file(path: Path, data: bytes) -> None:
+    """Create ``path`` with ``data``, mode 0600, atomically; refuse to overwrite.
+
+    The bytes go to a private temporary file in the same directory, are
+    flushed to disk, and are then hard-linked to the final name: the link
+    fails if the name exists, so a concurrent writer or an existing key is
+    never replaced, and no reader ever sees a partial file.
+    """
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, temp_name = tempfile.mkstemp(prefix=".identity-", dir=directory)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.link(temp_name, path)
+    finally:
+        os.unlink(temp_name)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

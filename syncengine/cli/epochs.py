@@ -20,8 +20,6 @@ the snapshot, import it on every machine, then resume them.
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -144,19 +142,14 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _write_new_file(path: Path, data: bytes) -> None:
-    """Create ``path`` atomically; an existing file is never replaced."""
+    """Create ``path`` atomically; an existing file is never replaced (the
+    same link-into-place as ``keys generate``; 0600 does no harm here)."""
     from syncengine.engine.errors import ConfigurationError
+    from syncengine.private_files import write_new_private_file
 
-    if path.exists():
+    if path.exists() or path.is_symlink():
         raise ConfigurationError(f"{path} already exists; choose another --output")
-    fd, temp = tempfile.mkstemp(prefix=".epochs-", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.link(temp, path)
+        write_new_private_file(path, data)
     except FileExistsError:
         raise ConfigurationError(f"{path} already exists; choose another --output") from None
-    finally:
-        os.unlink(temp)

@@ -19,7 +19,6 @@ import argparse
 import os
 import stat
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -62,32 +61,6 @@ def identity_file_text(secret: str, recipient: str) -> str:
     return f"# created: {created}\n# public key: {recipient}\n{secret}\n"
 
 
-def write_new_secret_file(path: Path, data: bytes) -> None:
-    """Create ``path`` with ``data``, mode 0600, atomically; refuse to overwrite.
-
-    The bytes go to a private temporary file in the same directory, are
-    flushed to disk, and are then hard-linked to the final name: the link
-    fails if the name exists, so a concurrent writer or an existing key is
-    never replaced, and no reader ever sees a partial file.
-    """
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, temp_name = tempfile.mkstemp(prefix=".identity-", dir=directory)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.link(temp_name, path)
-    finally:
-        os.unlink(temp_name)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def _run_generate(args: argparse.Namespace) -> int:
     from wire.age_keys import X25519Identity
 
@@ -98,7 +71,9 @@ def _run_generate(args: argparse.Namespace) -> int:
     recipient = identity.recipient.to_string()
     data = identity_file_text(identity.to_secret_string(), recipient).encode("ascii")
     try:
-        write_new_secret_file(path, data)
+        from syncengine.private_files import write_new_private_file
+
+        write_new_private_file(path, data)
     except FileExistsError:
         return _fail("generate", f"{path}: already exists; refusing to overwrite an identity")
     except OSError as exc:

@@ -135,17 +135,10 @@ class EpochConfig:
             return None
         if key_id is None or recipients_file is None:
             raise ConfigurationError("--key-id and --recipients-file go together")
-        from wire.age_profile import EpochManifest, install_identity, parse_recipients_file
+        from syncengine.engine.epoch_ops import read_recipients
+        from wire.age_profile import EpochManifest, install_identity
 
-        try:
-            recipients = parse_recipients_file(Path(recipients_file).read_bytes())
-            manifest = EpochManifest.from_strings(key_id, recipients)
-        except OSError as exc:
-            raise ConfigurationError(
-                f"cannot read recipients file {recipients_file}: {exc.strerror}"
-            ) from None
-        except WireError as exc:
-            raise ConfigurationError(f"age-v1 epoch: {exc.field}: {exc.rule}") from None
+        manifest = EpochManifest.from_strings(key_id, read_recipients(key_id, recipients_file))
         identity_path = None
         if identity_file is not None:
             path = Path(identity_file).absolute()

@@ -799,13 +799,7 @@ class Engine:
         else:
             identity_path = epoch_ops.inherited_identity(c.epochs, candidate, key_id)
         with read_transaction(self.store.conn, self.store.path) as conn:
-            waiting = epoch_ops.outstanding_old_epoch_envelopes(conn, c.binding_pk, key_id)
-        if waiting:
-            raise ConfigurationError(
-                f"{waiting} envelope(s) sealed to epoch {current.key_id!r} are published but "
-                "not yet acknowledged",
-                remediation="Run 'syncengine push' until nothing is pending, then rotate.",
-            )
+            epoch_ops.refuse_while_draining(conn, c.binding_pk, key_id)  # before any request
         caps = self.client.capabilities()
         history = self._write(
             "engine.epoch",

@@ -43,9 +43,9 @@ __all__ = [
     "assign_identity",
     "import_epochs",
     "inherited_identity",
-    "outstanding_old_epoch_envelopes",
     "read_recipients",
     "read_snapshot",
+    "refuse_while_draining",
     "rotate",
     "snapshot_of",
 ]
@@ -156,16 +156,21 @@ def snapshot_of(
     return EpochSnapshot(server_instance_id, team_id, epochs.epochs, security.entries)
 
 
-def outstanding_old_epoch_envelopes(conn: Any, binding_pk: int, key_id: str) -> int:
-    """Published age-v1 envelopes of another epoch still waiting for their
-    acknowledgement (the profile's drain step): rotating now would let them
-    land after the boundary, sealed to the wrong epoch."""
+def refuse_while_draining(conn: Any, binding_pk: int, key_id: str) -> None:
+    """Refuse a rotation while published age-v1 envelopes of another epoch
+    wait for their acknowledgement (the profile's drain step): rotating now
+    would let them land after the boundary, sealed to the wrong epoch."""
     row = conn.execute(
         "SELECT count(*) FROM sync_push WHERE binding_pk = ? AND state = 'reserved'"
         " AND cipher = 'age-v1' AND key_id != ?",
         (binding_pk, key_id),
     ).fetchone()
-    return int(row[0])
+    if row[0]:
+        raise ConfigurationError(
+            f"{row[0]} envelope(s) sealed to an older epoch are published but not yet "
+            "acknowledged; rotating now would let them land after the boundary",
+            remediation="Run 'syncengine push' until nothing is pending, then rotate.",
+        )
 
 
 def inherited_identity(history: EpochHistory, candidate: EpochHistory, key_id: str) -> str | None:
@@ -197,13 +202,7 @@ def rotate(
     from syncengine.engine import state as st
 
     history = st.load_key_epochs(conn, binding_pk)
-    waiting = outstanding_old_epoch_envelopes(conn, binding_pk, key_id)
-    if waiting:
-        raise ConfigurationError(
-            f"{waiting} envelope(s) sealed to an older epoch are published but not yet "
-            "acknowledged; rotating now would let them land after the boundary",
-            remediation="Run 'syncengine push' until nothing is pending, then rotate.",
-        )
+    refuse_while_draining(conn, binding_pk, key_id)
     epoch = replace(history.appended(key_id, recipients, boundary), identity_path=identity_path)
     st.append_key_epoch(conn, binding_pk, epoch, now)
     return EpochHistory((*history.epochs, epoch))

@@ -161,19 +161,20 @@ def adopt_held_imports(
     binding_pk: int,
     messages: Sequence[SyncPullMessage],
     held_wire_ids: set[str],
-) -> int:
-    """Record page messages this store already holds (``sync_adoptable``) as
-    imported onto them (inside the caller's apply transaction); returns how
-    many. One indexed probe per page message, and none at all for a binding
-    with nothing adoptable."""
+) -> list[tuple[SyncPullMessage, int]]:
+    """The page messages this store already holds (``sync_adoptable``), each
+    with the local message it is, taken off the list (inside the caller's
+    apply transaction; the caller records them as imported onto it). One
+    indexed probe per page message, and none at all for a binding with
+    nothing adoptable."""
     if (
         conn.execute(
             "SELECT 1 FROM sync_adoptable WHERE binding_pk = ? LIMIT 1", (binding_pk,)
         ).fetchone()
         is None
     ):
-        return 0
-    rows = []
+        return []
+    found: list[tuple[SyncPullMessage, int]] = []
     for message in messages:
         projection = message.projection
         if (
@@ -185,40 +186,16 @@ def adopt_held_imports(
         digest = content_digest(
             projection.from_agent, projection.to_agent, projection.body, projection.created_at
         )
-        found = conn.execute(
+        row = conn.execute(
             "SELECT local_position FROM sync_adoptable WHERE binding_pk = ? AND content_digest = ?"
             " ORDER BY local_position LIMIT 1",
             (binding_pk, digest),
         ).fetchone()
-        if found is None:
+        if row is None:
             continue
         conn.execute(
             "DELETE FROM sync_adoptable WHERE binding_pk = ? AND local_position = ?",
-            (binding_pk, found[0]),
+            (binding_pk, row[0]),
         )
-        env = message.envelope
-        rows.append(
-            (
-                binding_pk,
-                message.wire_id,
-                message.server_seq,
-                message.server_received_at,
-                env.v,
-                env.cipher,
-                env.key_id,
-                env.blob,
-                "imported",
-                message.policy_revision,
-                message.local_security_revision,
-                message.reason,
-                found[0],
-            )
-        )
-    conn.executemany(
-        "INSERT INTO sync_quarantine (binding_pk, wire_id, server_seq, server_received_at,"
-        " envelope_v, cipher, key_id, blob, status, policy_revision,"
-        " local_security_revision, reason, local_position)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        rows,
-    )
-    return len(rows)
+        found.append((message, int(row[0])))
+    return found

@@ -323,6 +323,13 @@ def find_replays(conn: Any, binding_pk: int, messages: Sequence[SyncPullMessage]
     return replays
 
 
+_INSERT_QUARANTINE = (
+    "INSERT INTO sync_quarantine (binding_pk, wire_id, server_seq, server_received_at,"
+    " envelope_v, cipher, key_id, blob, status, policy_revision,"
+    " local_security_revision, reason, local_position) VALUES"
+)
+
+
 def _quarantine_row(
     binding_pk: int, message: SyncPullMessage, status: QuarantineState, position: int | None
 ) -> tuple[Any, ...]:
@@ -396,13 +403,7 @@ def _commit_plan(
     fresh.extend(
         _quarantine_row(binding.pk, messages[i], status, None) for i, status in plan.new_rows
     )
-    insert_rows(
-        conn,
-        "INSERT INTO sync_quarantine (binding_pk, wire_id, server_seq, server_received_at,"
-        " envelope_v, cipher, key_id, blob, status, policy_revision,"
-        " local_security_revision, reason, local_position) VALUES",
-        fresh,
-    )
+    insert_rows(conn, _INSERT_QUARANTINE, fresh)
     conn.executemany(
         "UPDATE sync_quarantine SET status = ?, policy_revision = ?,"
         " local_security_revision = ?, reason = ?,"
@@ -475,7 +476,10 @@ def apply_pull(
         # Not only while adopting: other machines re-publish to a rebuilt
         # relay whenever they rebind (one probe when nothing is adoptable).
         held = {*pulled, *pushed, *owners.values()}
-        if adopt_held_imports(conn, binding.pk, messages, held):
+        adopted = adopt_held_imports(conn, binding.pk, messages, held)
+        if adopted:
+            rows = [_quarantine_row(binding.pk, m, QuarantineState.IMPORTED, p) for m, p in adopted]
+            insert_rows(conn, _INSERT_QUARANTINE, rows)
             pulled, pushed, owners = _load_facts(conn, binding.pk, messages)
         replays = find_replays(conn, binding.pk, messages)
         plan = plan_apply(messages, pulled, pushed, owners, replays)
