@@ -18,6 +18,7 @@ is imported on first use so the plaintext path does not pay for it.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 from wire import none_profile as _none_profile
 from wire.envelope import Envelope
@@ -43,6 +44,8 @@ __all__ = [
 _REGISTRY: dict[str, CipherProfile] = {}
 # Profiles imported on first use; the module registers itself on import.
 _LAZY_MODULES: dict[str, str] = {"age-v1": "wire.age_profile"}
+# The third-party libraries a lazy profile's module imports.
+_LAZY_REQUIRES: dict[str, tuple[str, ...]] = {"age-v1": ("cryptography",)}
 
 
 def register_profile(profile: CipherProfile) -> None:
@@ -61,8 +64,27 @@ def get_profile(cipher: str) -> CipherProfile | None:
 
 
 def supported_ciphers() -> frozenset[str]:
-    """Ciphers this build can seal and open (the local half of the write set)."""
-    return frozenset(name for name in ("none", *_LAZY_MODULES) if get_profile(name) is not None)
+    """Ciphers this build can seal and open (the local half of the write set).
+
+    A lazy profile not yet imported counts when its module and the
+    libraries it needs can be found, without importing them: a plaintext
+    ``push`` with nothing to seal asks this on every run and must not pay
+    for the age stack (issue #17, start-up). A profile whose import then
+    fails is refused by :func:`seal` with a clear error, as before."""
+    return frozenset(name for name in ("none", *_LAZY_MODULES) if _available(name))
+
+
+def _available(cipher: str) -> bool:
+    if cipher in _REGISTRY:
+        return True
+    module = _LAZY_MODULES.get(cipher)
+    if module is None:
+        return False
+    required = (module, *_LAZY_REQUIRES.get(cipher, ()))
+    try:
+        return all(importlib.util.find_spec(name) is not None for name in required)
+    except (ImportError, ValueError):
+        return False
 
 
 def seal(message: Message, cipher: str, params: SealParams | None = None) -> Envelope:

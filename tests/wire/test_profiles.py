@@ -3,6 +3,7 @@ wire/outcome.py)."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import pytest
@@ -193,3 +194,21 @@ def test_block_states_are_the_spec_quarantine_vocabulary() -> None:
 
 def test_importable_reports_the_importable_state() -> None:
     assert Importable(EXAMPLE).state == "importable"
+
+
+def test_supported_ciphers_finds_a_lazy_profile_without_importing_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A plaintext push asks on every run; finding age-v1 must not import it.
+    monkeypatch.delitem(profiles._REGISTRY, "age-v1", raising=False)
+    monkeypatch.delitem(sys.modules, "wire.age_profile", raising=False)
+    assert "age-v1" in profiles.supported_ciphers()
+    assert "wire.age_profile" not in sys.modules
+
+
+def test_supported_ciphers_exclude_lazy_profiles_whose_library_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delitem(profiles._REGISTRY, "age-v1", raising=False)
+    monkeypatch.setitem(profiles._LAZY_REQUIRES, "age-v1", ("_no_such_crypto_library",))
+    assert "age-v1" not in profiles.supported_ciphers()

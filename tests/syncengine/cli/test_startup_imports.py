@@ -197,21 +197,22 @@ def test_idle_pull_imports_no_crypto_workers_retry_loop_relay_or_other_commands(
     assert "httpx" in modules  # the harness sees the imports it is there to see
 
 
-def test_idle_push_imports_no_workers_retry_loop_relay_or_other_commands(
+def test_idle_push_imports_no_crypto_workers_retry_loop_relay_or_other_commands(
     connected: Machine, tmp_path: Path
 ) -> None:
-    # push asks which ciphers this build supports, which imports the age-v1
-    # profile (and so the crypto library) even with nothing to seal.
+    # push asks which ciphers this build supports; the age-v1 profile is
+    # found without being imported, so a plaintext push with nothing to seal
+    # never loads the crypto library.
     modules = imported_by("push", "--store", str(connected.store), tmp=tmp_path)
-    forbidden = (*RELAY_SERVER, *HTTPX_CLI, *WORKER_POOL, *RETRY_LOOP, *OTHER_COMMANDS)
+    forbidden = (*CRYPTO, *RELAY_SERVER, *HTTPX_CLI, *WORKER_POOL, *RETRY_LOOP, *OTHER_COMMANDS)
     assert loaded_from(modules, forbidden) == []
 
 
-def test_idle_sync_imports_no_workers_retry_loop_relay_or_other_commands(
+def test_idle_sync_imports_no_crypto_workers_retry_loop_relay_or_other_commands(
     connected: Machine, tmp_path: Path
 ) -> None:
     modules = imported_by("sync", "--store", str(connected.store), tmp=tmp_path)
-    forbidden = (*RELAY_SERVER, *HTTPX_CLI, *WORKER_POOL, *RETRY_LOOP, *OTHER_COMMANDS)
+    forbidden = (*CRYPTO, *RELAY_SERVER, *HTTPX_CLI, *WORKER_POOL, *RETRY_LOOP, *OTHER_COMMANDS)
     assert loaded_from(modules, forbidden) == []
 
 
