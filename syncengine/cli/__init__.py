@@ -183,7 +183,13 @@ _GLOBAL_FLAGS = frozenset({"-v", "-vv", "-vvv", "--verbose", "-q", "--quiet", "-
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
+    from syncengine._startup import PostponedCollection
+
+    with PostponedCollection():
+        return _main(list(sys.argv[1:] if argv is None else argv))
+
+
+def _main(args_list: list[str]) -> int:
     if args_list and args_list[0] == "driver":
         # A host's bash driver starts one process per storage call: the
         # driver's plain argv skips building an argparse parser at all.
