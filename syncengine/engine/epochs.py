@@ -24,7 +24,6 @@ Everything here is pure: values in, decisions out.
 from __future__ import annotations
 
 import bisect
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -230,6 +229,8 @@ class EpochSnapshot:
         return canonicalize(self.to_obj())
 
     def digest(self) -> str:
+        import hashlib  # only a snapshot's digest needs it (status and pull do not)
+
         return hashlib.sha256(self.encode()).hexdigest()
 
     @classmethod

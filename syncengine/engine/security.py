@@ -26,11 +26,16 @@ import enum
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from syncengine.engine.errors import ConfigurationError
 from syncengine.engine.limits import MAX_LOCAL_SECURITY_HISTORY
-from wire.http_v1.capabilities import Capabilities, PolicyEntry
 from wire.limits import ENVELOPE_VERSION
+
+if TYPE_CHECKING:
+    # Annotations only: ``status`` reads the security history without the
+    # capability document's module.
+    from wire.http_v1.capabilities import Capabilities, PolicyEntry
 
 __all__ = [
     "AGE_V1",
