@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 from urllib.parse import quote
 
 import httpx
@@ -50,6 +50,7 @@ from syncengine.engine.errors import (
     ConnectFailed,
     TokenSourceRefused,
 )
+from syncengine.engine.roster import roster_pairs
 from syncengine.engine.security import SecurityHistory, SecurityMode
 from syncengine.http.client import ClientConfig, RelayClient
 from syncengine.http.connect import connect as http_connect
@@ -58,7 +59,7 @@ from syncengine.ops.bindings import BindingKey
 from syncengine.store import Store, teams
 from syncengine.store.connection import read_transaction, write_transaction
 from syncengine.store.errors import InvalidInput
-from syncengine.store.names import check_local_agent, check_local_team
+from syncengine.store.names import check_local_team
 from wire.errors import WireError
 from wire.scalars import format_timestamp
 
@@ -439,19 +440,6 @@ def fetch_roster(
     ) as client:
         document = client.members()
     return roster_pairs(document)
-
-
-def roster_pairs(document: Any) -> list[tuple[str, str]]:
-    """``(member_id, name)`` of every member a local store can hold."""
-    pairs: list[tuple[str, str]] = []
-    for member in document.members:
-        try:
-            check_local_agent(member.name, "member")
-        except InvalidInput:
-            _log.warning("relay member %s has a name no local agent can use", member.member_id)
-            continue
-        pairs.append((member.member_id, member.name))
-    return pairs
 
 
 def revoke_quietly(

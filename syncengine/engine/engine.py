@@ -612,7 +612,7 @@ class Engine:
     def _adopt_roster(self, document: Any) -> list[tuple[str, str]]:
         """One transaction (``engine.roster.*``); returns the pairs this store
         now holds on its roster."""
-        from syncengine.engine.connect import roster_pairs
+        from syncengine.engine.roster import roster_pairs
         from syncengine.store import teams
 
         # The client hands back the very same immutable document for a

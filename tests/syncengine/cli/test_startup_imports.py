@@ -56,9 +56,10 @@ RELAY_CLIENT = (
 )
 #: The retry loop: a relay that answers at once never brings it in.
 RETRY_LOOP = ("tenacity", "syncengine.http.retry_loop")
-#: What only other engine commands use: resync, doctor, pairing, health,
+#: What only other engine commands use: connect, resync, doctor, pairing, health,
 #: disconnect — an idle pull/push/sync loads none of it.
 OTHER_COMMANDS = (
+    "syncengine.engine.connect",
     "syncengine.engine.resync",
     "syncengine.ops.resync",
     "syncengine.ops.status",
