@@ -10,7 +10,7 @@ half-connected:
    (except an interrupted connect's orphan at the default path, which is
    renamed aside once pairing succeeds: :func:`_orphan_credential`) —
    so a mistake never burns the one-time token;
-2. :func:`syncengine.http.connect` runs health → exchange → verification
+2. :func:`syncengine.http.pairing` runs health → exchange → verification
    and persists nothing;
 3. the bearer credential is written to its own 0600 file (atomic rename);
 4. one store transaction writes the local team (if new), the Stage-1
@@ -53,8 +53,8 @@ from syncengine.engine.errors import (
 from syncengine.engine.roster import roster_pairs
 from syncengine.engine.security import SecurityHistory, SecurityMode
 from syncengine.http.client import ClientConfig, RelayClient
-from syncengine.http.connect import connect as http_connect
 from syncengine.http.credentials import Secret, load_credential, save_credential
+from syncengine.http.pairing import connect as http_connect
 from syncengine.ops.bindings import BindingKey
 from syncengine.store import Store, teams
 from syncengine.store.connection import read_transaction, write_transaction
@@ -426,7 +426,7 @@ def fetch_roster(
     rules cannot hold (a ``:`` in it) can never be on a local message, so it
     is left out with a warning rather than failing the connection."""
     from syncengine.http.client import RelayBinding
-    from syncengine.http.connect import ConnectResult
+    from syncengine.http.pairing import ConnectResult
 
     assert isinstance(result, ConnectResult)
     with RelayClient(
@@ -450,7 +450,7 @@ def revoke_quietly(
 ) -> bool:
     """Best effort: a credential we cannot record should not stay valid."""
     from syncengine.http.client import RelayBinding
-    from syncengine.http.connect import ConnectResult
+    from syncengine.http.pairing import ConnectResult
     from syncengine.http.retry import RetryPolicy
 
     assert isinstance(result, ConnectResult)

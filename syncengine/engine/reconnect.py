@@ -38,9 +38,9 @@ from syncengine.engine import state as st
 from syncengine.engine.connect import revoke_quietly
 from syncengine.engine.errors import ConfigurationError
 from syncengine.http.client import ClientConfig, RelayBinding, RelayClient
-from syncengine.http.connect import ConnectResult
-from syncengine.http.connect import connect as http_connect
 from syncengine.http.credentials import Credential, Secret, load_credential, save_credential
+from syncengine.http.pairing import ConnectResult
+from syncengine.http.pairing import connect as http_connect
 from syncengine.store import Store
 from syncengine.store.connection import read_transaction, write_transaction
 

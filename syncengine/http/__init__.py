@@ -7,7 +7,8 @@
 - :mod:`~syncengine.http.errors`: the exception tree (code, retryable,
   engine state, remediation);
 - :mod:`~syncengine.http.credentials`: the in-memory secret and its 0600 file;
-- :mod:`~syncengine.http.connect`: health → pairing exchange → verified result.
+- :mod:`~syncengine.http.pairing`: :func:`connect`, health → pairing exchange →
+  verified result (imported on first use, like the rest).
 
 specs/engine.md describes the behaviour as built. This package never
 imports :mod:`relay`.
@@ -19,7 +20,6 @@ from wire.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from syncengine.http.client import ClientConfig, RelayBinding, RelayClient, check_endpoint
-    from syncengine.http.connect import ConnectResult
     from syncengine.http.credentials import Credential, Secret, load_credential, save_credential
     from syncengine.http.errors import (
         AccessDenied,
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         Unauthenticated,
         UnsupportedCipher,
     )
+    from syncengine.http.pairing import ConnectResult, connect
     from syncengine.http.retry import RetryPolicy
 
 _EXPORTS: dict[str, str] = {
@@ -60,7 +61,8 @@ _EXPORTS: dict[str, str] = {
     "RelayBinding": "syncengine.http.client",
     "RelayClient": "syncengine.http.client",
     "check_endpoint": "syncengine.http.client",
-    "ConnectResult": "syncengine.http.connect",
+    "ConnectResult": "syncengine.http.pairing",
+    "connect": "syncengine.http.pairing",
     "Credential": "syncengine.http.credentials",
     "Secret": "syncengine.http.credentials",
     "load_credential": "syncengine.http.credentials",
@@ -141,10 +143,5 @@ __all__ = [
     "load_credential",
     "save_credential",
 ]
-
-
-# ``connect`` is also the name of a submodule: importing that submodule would
-# rebind the package attribute to the module, so the function is bound eagerly.
-from syncengine.http.connect import connect  # noqa: E402
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

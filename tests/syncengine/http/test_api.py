@@ -12,11 +12,20 @@ from syncengine.http import errors
 
 def test_all_lists_exactly_the_public_names() -> None:
     # Exports resolve on first use (wire.lazy); __all__ must name each one once.
-    assert sorted(http_package.__all__) == sorted([*http_package._EXPORTS, "connect"])
+    assert sorted(http_package.__all__) == sorted(http_package._EXPORTS)
     assert len(http_package.__all__) == len(set(http_package.__all__))
     for name in http_package.__all__:
         value = getattr(http_package, name)
         assert not isinstance(value, ModuleType), name
+
+
+def test_connect_stays_the_function_once_its_module_is_imported() -> None:
+    # Lazy like every export, yet importing the pairing module never rebinds
+    # the package's ``connect`` to a module (its module is named otherwise).
+    import syncengine.http.pairing as pairing
+
+    assert http_package.connect is pairing.connect
+    assert callable(http_package.connect)
 
 
 def test_every_error_class_carries_code_classification_and_remediation() -> None:
