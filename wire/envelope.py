@@ -30,7 +30,8 @@ __all__ = ["DIGEST_DOMAIN", "Envelope", "decode_blob", "encode_blob"]
 #: Domain separator of the idempotency digest preimage (v1.md).
 DIGEST_DOMAIN = b"agmsg-envelope-v1\x00"
 
-_ENVELOPE_MEMBERS = ("v", "cipher", "key_id", "blob")
+#: A frozenset, so :func:`~wire.schema.expect_object` does not build one per envelope.
+_ENVELOPE_MEMBERS = frozenset(("v", "cipher", "key_id", "blob"))
 _U32 = struct.Struct(">I")
 _U32_MAX = 2**32 - 1
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import Any
 
 from wire import jcs
@@ -24,8 +25,10 @@ from wire.schema import expect_object, expect_str
 __all__ = ["MESSAGE_MEMBERS", "Message"]
 
 MESSAGE_MEMBERS = ("body", "created_at", "from_agent", "to_agent")
+#: The member set as :func:`~wire.schema.expect_object` uses it, built once
+#: (it would otherwise build one per message opened).
+_MEMBER_SET = frozenset(MESSAGE_MEMBERS)
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
 _DECODER = json.JSONDecoder()
 
 
@@ -52,7 +55,7 @@ class Message:
     @classmethod
     def from_obj(cls, value: Any, field: str = "message") -> Message:
         try:
-            obj = expect_object(value, field, MESSAGE_MEMBERS)
+            obj = expect_object(value, field, _MEMBER_SET)
         except SchemaError as exc:
             raise MessageError(exc.field, exc.rule) from None
         try:
@@ -70,14 +73,25 @@ class Message:
 
     def to_jcs(self) -> bytes:
         """Canonical bytes: the member names are ASCII and already in JCS order,
-        and the C encoder's string escapes are exactly RFC 8785's."""
-        return _ENCODER.encode(
-            {
-                "body": self.body,
-                "created_at": self.created_at,
-                "from_agent": self.from_agent,
-                "to_agent": self.to_agent,
-            }
+        and the C string encoder's escapes are exactly RFC 8785's.
+
+        The object is spelled out around :func:`json.encoder.encode_basestring`
+        — the very function ``json`` uses for each string with
+        ``ensure_ascii=False`` — so the bytes are those of encoding the dict
+        with ``separators=(",", ":")``, without building the dict and an
+        encoder per message (every message sealed or opened pays this). A
+        lone surrogate still raises :class:`UnicodeEncodeError` here, as it did.
+        """
+        return (
+            '{"body":'
+            + encode_basestring(self.body)
+            + ',"created_at":'
+            + encode_basestring(self.created_at)
+            + ',"from_agent":'
+            + encode_basestring(self.from_agent)
+            + ',"to_agent":'
+            + encode_basestring(self.to_agent)
+            + "}"
         ).encode("utf-8")
 
     @classmethod
@@ -89,7 +103,7 @@ class Message:
         strict re-parse only on that failure path.
         """
         try:
-            value = _DECODER.decode(data.decode("utf-8"))
+            value = _decode(data.decode("utf-8"))
             if not isinstance(value, dict):
                 raise MessageError("message", "must be a JSON object")
             message = cls.from_obj(value)
@@ -106,6 +120,22 @@ class Message:
         except CanonicalJsonError as exc:
             raise MessageError(exc.field or "message", exc.rule) from None
         raise problem
+
+
+def _decode(text: str) -> Any:
+    """``json.loads(text)``: canonical bytes have no whitespace around the
+    value, so :meth:`~json.JSONDecoder.raw_decode` from 0 reading all of
+    ``text`` is the whole decode; anything else takes the full
+    :meth:`~json.JSONDecoder.decode`, which raises what it always did (and
+    returns what it always did for surrounding whitespace, then refused as
+    non-canonical)."""
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except ValueError:
+        end = -1
+    if end != len(text):
+        return _DECODER.decode(text)
+    return value
 
 
 def _check_body(body: str) -> None:
