@@ -38,11 +38,13 @@ import enum
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from json.encoder import encode_basestring as _encode_string
 from typing import Any
 
-from wire.envelope import Envelope
+from wire.envelope import Envelope, decode_blob
 from wire.errors import SchemaError
 from wire.http_v1.binding import BINDING_MEMBERS, ResponseBinding
+from wire.http_v1.body import encode_body
 from wire.limits import DEFAULT_PAGE_LIMIT, MAX_BATCH, MAX_BLOB_BYTES, MAX_PAGE_LIMIT
 from wire.scalars import (
     check_cipher,
@@ -148,7 +150,41 @@ class MessageBatch:
 
     def to_obj(self) -> dict[str, Any]:
         self.validate()
+        return self._members()
+
+    def _members(self) -> dict[str, Any]:
         return {"messages": [message.to_obj() for message in self.messages]}
+
+    def encode(self) -> bytes:
+        """The request body of a batch :meth:`validate` accepted: exactly
+        ``encode_body(self.to_obj())`` (members sorted, no whitespace;
+        wire/http_v1/body.py), which retries of a durable batch rely on.
+
+        It does not validate again (the client validates first, under its
+        own error). Each element is spelled out around
+        :func:`json.encoder.encode_basestring` — the function the body's C
+        encoder applies to every string (``ensure_ascii=False``) — in sorted
+        member order (``envelope`` {``blob``, ``cipher``, ``key_id``, ``v``},
+        then ``id``), so 1,000 elements build no dicts and sort nothing. An
+        element outside that shape (a ``v`` that is not a plain ``int``), or
+        text the UTF-8 encoding refuses (a lone surrogate), is left to
+        ``encode_body`` itself, which writes — or refuses — as it always did.
+        """
+        string = _encode_string
+        items: list[str] = []
+        for message in self.messages:
+            env = message.envelope
+            if type(env.v) is not int:
+                return encode_body(self._members())
+            key_id = "null" if env.key_id is None else string(env.key_id)
+            items.append(
+                f'{{"envelope":{{"blob":{string(env.blob)},"cipher":{string(env.cipher)},'
+                f'"key_id":{key_id},"v":{env.v}}},"id":{string(message.id)}}}'
+            )
+        try:
+            return ('{"messages":[' + ",".join(items) + "]}").encode("utf-8")
+        except UnicodeEncodeError:
+            return encode_body(self._members())
 
     @classmethod
     def from_obj(
@@ -277,9 +313,40 @@ class PushResponse:
         revision = parse_seq(obj["policy_revision"], join_field(field, "policy_revision"))
         at = join_field(field, "acks")
         items = expect_list(obj["acks"], at, min_items=1, max_items=MAX_BATCH)
-        acks = tuple(PushAck.from_obj(item, join_field(at, i)) for i, item in enumerate(items))
-        # Each ack was checked by PushAck.from_obj; what is left is the batch rule.
-        return cls(binding, revision, acks)._validate_allocation(at)
+        # Each ack was checked by _parse_acks; what is left is the batch rule.
+        return cls(binding, revision, _parse_acks(items, at))._validate_allocation(at)
+
+
+def _parse_acks(items: list[Any], at: str) -> tuple[PushAck, ...]:
+    """Every element through :meth:`PushAck.from_obj`'s rules, in one loop.
+
+    An element of the usual shape — an object holding the three members,
+    string values — is checked right here by the very rule functions
+    :meth:`PushAck.from_obj` calls (:func:`parse_seq`, :func:`check_uuid4`,
+    the disposition table and the ``>= 1`` bound), without its per-element
+    set-up (a batch answer holds 1,000 acks). Anything else, and anything
+    one of those rules refuses, goes through :meth:`PushAck.from_obj`
+    itself, which raises its own error under the same dotted path; so the
+    accepted acks and every refusal are exactly those of the per-element
+    parse.
+    """
+    acks: list[PushAck] = []
+    append = acks.append
+    for index, item in enumerate(items):
+        try:
+            if type(item) is dict:
+                text = item["disposition"]
+                if type(text) is str:
+                    disposition = _DISPOSITIONS.get(text)
+                    if disposition is not None:
+                        seq = parse_seq(item["server_seq"], "server_seq")
+                        if seq >= 1:
+                            append(PushAck(check_uuid4(item["id"], "id"), seq, disposition))
+                            continue
+        except (KeyError, SchemaError):
+            pass  # PushAck.from_obj names the problem
+        append(PushAck.from_obj(item, join_field(at, index)))
+    return tuple(acks)
 
 
 class _AllocationError(Exception):
@@ -377,7 +444,108 @@ class MessagesQuery:
         return cls(after, limit).validate(field)
 
 
-_PULLED_MEMBERS = ("server_seq", "id", "server_received_at", "envelope")
+#: Frozensets, so :func:`~wire.schema.expect_object` and the fast path below
+#: never build one per element.
+_PULLED_MEMBERS = frozenset(("server_seq", "id", "server_received_at", "envelope"))
+_ENVELOPE_MEMBERS = frozenset(("v", "cipher", "key_id", "blob"))
+_U32_MAX = 2**32 - 1
+
+
+class _PageScalars:
+    """Scalars one page repeats, each judged once (a page of 1,000 messages
+    usually holds one ``server_received_at`` per pushed batch, one cipher and
+    one ``key_id``): every value here passed its own check, so an equal
+    string passes it again — the verdict is a pure function of the text."""
+
+    __slots__ = ("ciphers", "key_ids", "received")
+
+    def __init__(self) -> None:
+        self.received: set[str] = set()
+        self.ciphers: set[str] = set()
+        self.key_ids: set[str] = set()
+
+
+def _fast_pulled(item: Any, max_blob_bytes: int, seen: _PageScalars) -> PulledMessage | None:
+    """``PulledMessage.from_obj(item)`` when every one of its rules plainly
+    holds, else ``None`` (never an error: the caller then runs ``from_obj``,
+    which raises exactly what it always raised, in its order of checks).
+
+    Accepts only what ``from_obj`` accepts: an object holding the four
+    members; a sequence of 1..18 ASCII digits without a leading zero (so
+    canonical, at least 1 and below 2^63; longer ones take the full path);
+    the same UUIDv4, timestamp, cipher and key_id checks (a repeated value
+    judged once, see :class:`_PageScalars`); a closed envelope object with an
+    integer ``v`` in 0..2^32−1 and a blob :func:`~wire.envelope.decode_blob`
+    accepts. It builds the very values ``from_obj`` builds.
+    """
+    if type(item) is not dict or not item.keys() >= _PULLED_MEMBERS:
+        return None
+    text = item["server_seq"]
+    received = item["server_received_at"]
+    env = item["envelope"]
+    if (
+        type(text) is not str
+        or not 0 < len(text) <= 18
+        or not text.isascii()
+        or not text.isdigit()
+        or text[0] == "0"
+        or type(received) is not str
+        or type(env) is not dict
+        or env.keys() != _ENVELOPE_MEMBERS
+    ):
+        return None
+    v, cipher, key_id, blob = env["v"], env["cipher"], env["key_id"], env["blob"]
+    if (
+        type(v) is not int
+        or not 0 <= v <= _U32_MAX
+        or type(cipher) is not str
+        or not (key_id is None or type(key_id) is str)
+        or type(blob) is not str
+    ):
+        return None
+    try:
+        message_id = check_uuid4(item["id"], "id")
+        if received not in seen.received:
+            seen.received.add(check_timestamp(received, "server_received_at"))
+        if cipher not in seen.ciphers:
+            seen.ciphers.add(check_cipher(cipher, "cipher"))
+        if key_id is not None and key_id not in seen.key_ids:
+            check_key_id(key_id, "key_id")
+            seen.key_ids.add(key_id)
+        data = decode_blob(blob, "blob", max_blob_bytes)
+    except SchemaError:
+        return None
+    return PulledMessage(int(text), message_id, received, Envelope(v, cipher, key_id, blob, data))
+
+
+def _parse_pulled(items: Sequence[Any], at: str, max_blob_bytes: int) -> tuple[PulledMessage, ...]:
+    """Every element of a page's ``messages`` as :meth:`PulledMessage.from_obj`
+    parses it — through :func:`_fast_pulled` when it accepts, else through
+    ``from_obj`` under the element's own path (``at[index]``), which is
+    where any error is raised."""
+    seen = _PageScalars()
+    parsed = []
+    for index, item in enumerate(items):
+        message = _fast_pulled(item, max_blob_bytes, seen)
+        if message is None:
+            message = PulledMessage.from_obj(item, join_field(at, index), max_blob_bytes)
+        parsed.append(message)
+    return tuple(parsed)
+
+
+def _plainly_ordered(messages: Sequence[PulledMessage], floor: int) -> bool:
+    """The page rules of :meth:`MessagePage.validate`'s loop, checked for the
+    whole page at C speed: sequences above ``floor`` ascending by exactly
+    one, ids distinct. ``False`` only sends the page through the loop."""
+    if not messages:
+        return True
+    first = messages[0].server_seq
+    seqs = [m.server_seq for m in messages]
+    return (
+        first > floor
+        and seqs == list(range(first, first + len(seqs)))
+        and len({m.id for m in messages}) == len(messages)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,8 +613,11 @@ class MessagePage:
         at = join_field(field, "messages")
         if len(self.messages) > MAX_PAGE_LIMIT:
             raise SchemaError(at, f"must hold at most {MAX_PAGE_LIMIT} messages")
+        # When the cheap whole-page check passes, the loop below would find
+        # nothing; when it fails, the loop names the first offending message.
+        ordered = not elements and _plainly_ordered(self.messages, floor)
         ids: set[str] = set()
-        for index, message in enumerate(self.messages):
+        for index, message in enumerate(() if ordered else self.messages):
             if elements:
                 message.validate(join_field(at, index))
             if message.server_seq <= floor:
@@ -517,10 +688,7 @@ class MessagePage:
         binding = ResponseBinding.from_members(obj, field)
         at = join_field(field, "messages")
         items = expect_list(obj["messages"], at, max_items=MAX_PAGE_LIMIT)
-        messages = tuple(
-            PulledMessage.from_obj(item, join_field(at, index), max_blob_bytes)
-            for index, item in enumerate(items)
-        )
+        messages = _parse_pulled(items, at, max_blob_bytes)
         next_after = parse_seq(obj["next_after"], join_field(field, "next_after"))
         has_more = expect_bool(obj["has_more"], join_field(field, "has_more"))
         return cls(binding, messages, next_after, has_more).validate(field, elements=False)
