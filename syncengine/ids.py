@@ -15,7 +15,7 @@ import os
 import threading
 import time
 
-__all__ = ["new_uuid4", "new_uuid7", "new_uuid7s"]
+__all__ = ["new_uuid4", "new_uuid4s", "new_uuid7", "new_uuid7s"]
 
 _lock = threading.Lock()
 _last_ms = -1
@@ -34,6 +34,20 @@ def new_uuid4() -> str:
     raw[8] = (raw[8] & 0x3F) | 0x80
     h = raw.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def new_uuid4s(count: int) -> list[str]:
+    """``count`` random UUIDv4s, exactly as :func:`new_uuid4` mints each, from
+    one read of the CSPRNG: a prepare mints one per message of a 1,000-message
+    chunk, and one ``os.urandom`` call per ID was most of the cost."""
+    pool = bytearray(os.urandom(16 * count))
+    ids: list[str] = []
+    for start in range(0, 16 * count, 16):
+        pool[start + 6] = (pool[start + 6] & 0x0F) | 0x40
+        pool[start + 8] = (pool[start + 8] & 0x3F) | 0x80
+        h = pool[start : start + 16].hex()
+        ids.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
+    return ids
 
 
 def new_uuid7() -> str:

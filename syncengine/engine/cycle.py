@@ -76,10 +76,10 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from concurrent.futures import Executor
+    from concurrent.futures import Executor, Future
 
     from syncengine.engine.workers import Workers
-    from syncengine.http.client import RelayClient
+    from syncengine.http.client import EncodedBatch, RelayClient
     from syncengine.ops.prepare_push import BlockedSeal, LocalMessage, PrepareResult, Sealed
 
 _log = logging.getLogger("syncengine.engine")
@@ -189,7 +189,9 @@ class _SendTally:
 
 class Overlap:
     """Runs every relay call of a round on ``pool``'s one worker thread, and
-    ``work`` on the calling thread while the first of them is on the wire.
+    ``work`` on the calling thread while the first of them is on the wire;
+    ``follow`` (the next round's preflight) is queued right behind that first
+    call.
 
     Only relay calls move to the worker, all of them, so the client is never
     used from two threads (a preflight queued on the same pool included);
@@ -199,13 +201,27 @@ class Overlap:
     kept for :meth:`reraise`.
     """
 
-    def __init__(self, pool: Executor, work: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        pool: Executor,
+        work: Callable[[], None],
+        follow: Callable[[], Capabilities] | None = None,
+    ) -> None:
         self._pool = pool
         self._work: Callable[[], None] | None = work
         self._failure: BaseException | None = None
+        self._follow = follow
+        #: ``follow``'s call, queued on the relay thread right behind the first
+        #: request (``None`` until then): the next round's preflight.
+        self.followed: Future[Capabilities] | None = None
 
     def around(self, call: Callable[[A], R], argument: A) -> R:
         future = self._pool.submit(call, argument)
+        follow, self._follow = self._follow, None
+        if follow is not None:
+            # Behind the POST on the one relay thread, so the relay answers it
+            # while this thread parses and reconciles the POST's answer.
+            self.followed = self._pool.submit(follow)
         work, self._work = self._work, None
         if work is not None:
             try:
@@ -283,12 +299,40 @@ def check_ack_sequences(acks: Sequence[PushAck], bound: AckBound, fresh: Callabl
         )
 
 
+#: One POST batch and, when it was encoded ahead, its request bytes.
+PlannedBatch = tuple[list[SyncPushCandidate], "EncodedBatch | None"]
+
+
+def encode_ahead(ctx: CycleContext, candidates: Sequence[SyncPushCandidate]) -> list[PlannedBatch]:
+    """The batches :func:`send_batches` will POST, each encoded now (pure but
+    for the client's encoder).
+
+    The drain encodes round *r + 1* while round *r*'s POST is on the wire, so
+    the engine's thread has only the answer to parse and reconcile between
+    two POSTs. A batch that does not encode (over the request limit, say)
+    is left unencoded: :func:`send_batches` encodes it again in its turn and
+    meets the same error at the same point as an unplanned send.
+    """
+    planned: list[PlannedBatch] = []
+    for batch in plan_batches(candidates):
+        try:
+            planned.append((batch, ctx.client.encode_batch(_message_batch(batch))))
+        except Exception:  # surfaced, identically, when the batch is sent
+            planned.append((batch, None))
+    return planned
+
+
+def _message_batch(batch: Sequence[SyncPushCandidate]) -> MessageBatch:
+    return MessageBatch(tuple(OutgoingMessage(c.wire_id, c.envelope) for c in batch))
+
+
 def send_batches(
     ctx: CycleContext,
     candidates: Sequence[SyncPushCandidate],
     progress: Progress,
     bound: AckBound,
     overlap: Overlap | None = None,
+    planned: Sequence[PlannedBatch] | None = None,
 ) -> _SendTally:
     """POST every candidate, reconciling after each acknowledged batch.
 
@@ -301,13 +345,19 @@ def send_batches(
 
     With ``overlap``, every POST runs on the overlap's worker thread and its
     ``work`` runs here during the first; acknowledgements are recorded
-    before a failure of ``work`` surfaces.
+    before a failure of ``work`` surfaces. ``planned`` is
+    :func:`encode_ahead` of these very ``candidates`` (the batches and their
+    bytes are what this call would build itself).
     """
     tally = _SendTally()
 
-    def post(batch: Sequence[SyncPushCandidate], overlap: Overlap | None) -> PushResponse:
-        request = MessageBatch(tuple(OutgoingMessage(c.wire_id, c.envelope) for c in batch))
-        encoded = ctx.client.encode_batch(request)
+    def post(
+        batch: Sequence[SyncPushCandidate],
+        overlap: Overlap | None,
+        encoded: EncodedBatch | None = None,
+    ) -> PushResponse:
+        if encoded is None:
+            encoded = ctx.client.encode_batch(_message_batch(batch))
         if overlap is None:
             return ctx.client.send_batch(encoded)()
         # Only the request leaves this thread: encoding and parsing hold the
@@ -315,9 +365,13 @@ def send_batches(
         # would make each of those wait to get it back.
         return overlap.around(ctx.client.send_batch, encoded)()
 
-    def send(batch: Sequence[SyncPushCandidate], overlap: Overlap | None) -> None:
+    def send(
+        batch: Sequence[SyncPushCandidate],
+        overlap: Overlap | None,
+        encoded: EncodedBatch | None = None,
+    ) -> None:
         try:
-            response = post(batch, overlap)
+            response = post(batch, overlap, encoded)
         except RequestTooLarge:
             if len(batch) == 1:
                 raise PushOversized(
@@ -343,8 +397,10 @@ def send_batches(
         _reconcile(ctx, batch, response, tally)
         progress.add(len(batch))
 
-    for batch in plan_batches(candidates):
-        send(batch, overlap)
+    if planned is None:
+        planned = [(batch, None) for batch in plan_batches(candidates)]
+    for batch, encoded in planned:
+        send(batch, overlap, encoded)
     if overlap is not None:
         overlap.reraise()
     return tally
@@ -473,8 +529,13 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
       a serial push;
     - round *r + 1* uses the write set read at round *r*'s preflight, one
       round trip old — the same window a single push has between its
-      preflight and its POST; round *r + 2*'s preflight is fetched on the
-      relay thread just before round *r*'s POST.
+      preflight and its POST; round *r + 1*'s preflight is fetched on the
+      relay thread right behind round *r*'s first POST, so the relay
+      answers it while this thread reconciles (it is still a snapshot taken
+      before any POST of round *r + 1*, which is all its ``AckBound`` needs);
+    - round *r + 1*'s batches are encoded during round *r*'s POST too
+      (:func:`encode_ahead`), so between two POSTs this thread only parses,
+      checks and reconciles an answer.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -486,6 +547,7 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
         caps = ctx.client.capabilities()
         plan, request = _plan(ctx, caps)
         prepared = ctx.store.sync_prepare_push(ctx.key, request, limit, seal_all=ctx.seal_all)
+        planned: list[PlannedBatch] | None = None
         while True:
             candidates = prepared.candidates
             candidates_seen += len(candidates)
@@ -493,35 +555,36 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
             if not candidates:
                 total.push_cursor = _push_cursor(ctx)
                 break
-            nxt: list[PrepareResult] = []
+            nxt: list[tuple[PrepareResult, list[PlannedBatch]]] = []
             if len(candidates) >= limit:
                 after = candidates[-1].local_position
 
                 def prepare_next(
                     request: SyncPrepare = request,
                     after: int = after,
-                    nxt: list[PrepareResult] = nxt,
+                    nxt: list[tuple[PrepareResult, list[PlannedBatch]]] = nxt,
                 ) -> None:
-                    nxt.append(
-                        ctx.store.sync_prepare_push(
-                            ctx.key, request, limit, after, seal_all=ctx.seal_all
-                        )
+                    ready = ctx.store.sync_prepare_push(
+                        ctx.key, request, limit, after, seal_all=ctx.seal_all
                     )
+                    nxt.append((ready, encode_ahead(ctx, ready.candidates)))
 
-                # The next round's preflight goes ahead of this round's POST
-                # on the relay thread, so it costs the engine no round trip.
-                preflight = pool.submit(ctx.client.capabilities)
-                overlap = Overlap(pool, prepare_next)
-                tally = send_batches(ctx, candidates, progress, AckBound(caps.current_seq), overlap)
+                overlap = Overlap(pool, prepare_next, follow=ctx.client.capabilities)
+                tally = send_batches(
+                    ctx, candidates, progress, AckBound(caps.current_seq), overlap, planned
+                )
+                preflight = overlap.followed
             else:
                 preflight = None
-                tally = send_batches(ctx, candidates, progress, AckBound(caps.current_seq))
+                tally = send_batches(
+                    ctx, candidates, progress, AckBound(caps.current_seq), planned=planned
+                )
             total.add(tally)
             if not nxt or preflight is None:
                 break
             caps = preflight.result()
             plan, request = _plan(ctx, caps)
-            prepared = nxt[0]
+            prepared, planned = nxt[0]
     progress.done()
     return _report(limit, plan, candidates_seen, blocked_seen, total)
 

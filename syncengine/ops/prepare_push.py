@@ -27,6 +27,7 @@ query that finds new positions reads the ``origin = 'local'`` index
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,11 +46,12 @@ from syncengine.ops.states import (
 from syncengine.store.bulk import dense
 from syncengine.store.errors import InvalidInput
 from syncengine.store.event_log import canonical_at
-from wire.envelope import Envelope
+from wire.envelope import Envelope, encode_blob
 from wire.errors import WireError
-from wire.limits import MAX_BLOB_BYTES
+from wire.limits import ENVELOPE_VERSION, MAX_BLOB_BYTES, MAX_BODY_BYTES
 from wire.message import Message
 from wire.profiles import Binding, SealParams, seal
+from wire.scalars import check_agent_name, check_timestamp
 
 __all__ = [
     "MAX_PREPARE_LIMIT",
@@ -64,6 +66,7 @@ __all__ = [
     "plan_publish",
     "prepare_push",
     "seal_local",
+    "seal_none_chunk",
 ]
 
 #: Candidates per call (the engine asks for 100 steady, 1000 catching up).
@@ -159,6 +162,95 @@ def seal_local(
     except WireError as exc:
         return BlockedSeal(message, request.max_blob_bytes, str(exc))
     return Sealed(message, wire_id, envelope)
+
+
+#: ``json.encoder``'s C string encoder (``ensure_ascii=False``): exactly the
+#: escapes :meth:`Message.to_jcs` writes, one string at a time.
+_encode_string: Callable[[str], str] = json.encoder.encode_basestring
+
+
+def seal_none_chunk(
+    messages: Sequence[LocalMessage], request: SyncPrepare, key: BindingKey
+) -> list[Sealed | BlockedSeal]:
+    """:func:`seal_local` of every message of a ``none`` chunk, in one pass.
+
+    Per message this is the same work — a fresh private UUIDv4, the v1
+    plaintext rules (``Message``), the canonical bytes, the blob limit —
+    without building the ``Message``, its ``SealParams`` and the profile
+    call for each (v1.md "Message representation": the ``none`` blob is the
+    RFC 8785 message alone, ``key_id`` null). The rules are the plaintext's
+    own functions: each distinct agent name and timestamp of the chunk is
+    checked once by :func:`check_agent_name` / :func:`check_timestamp`, the
+    body by the size and encodability rules of ``Message``, and the
+    canonical bytes are :meth:`Message.to_jcs`'s members, each written by
+    the C string encoder that method uses. A message any rule would refuse,
+    or whose blob would exceed the limit, is left to :func:`seal_local`
+    itself, so its refusal (reason and recorded limit) is exactly the
+    reference's; ``tests/syncengine/ops/test_throughput_paths.py`` pins the
+    bytes against ``wire.profiles.seal`` over random messages.
+    """
+    if request.cipher != "none" or request.key_id is not None:
+        return [seal_local(message, request, key) for message in messages]
+    limit = min(request.max_blob_bytes, MAX_BLOB_BYTES)
+    names: dict[str, str | None] = {}
+    stamps: dict[str, str | None] = {}
+
+    def name_json(name: str) -> str | None:
+        try:
+            check_agent_name(name, "message.from_agent")
+        except WireError:
+            return None
+        return _encode_string(name)
+
+    def stamp_json(at: str) -> str | None:
+        try:
+            check_timestamp(at, "message.created_at")
+        except WireError:
+            return None
+        return _encode_string(at)
+
+    out: list[Sealed | BlockedSeal] = []
+    append = out.append
+    for message, wire_id in zip(messages, ids.new_uuid4s(len(messages)), strict=True):
+        body, at = message.body, canonical_at(message.at)
+        if at in stamps:
+            stamp = stamps[at]
+        else:
+            stamp = stamps[at] = stamp_json(at)
+        sender = names.get(message.sender)
+        if sender is None and message.sender not in names:
+            sender = names[message.sender] = name_json(message.sender)
+        recipient = names.get(message.recipient)
+        if recipient is None and message.recipient not in names:
+            recipient = names[message.recipient] = name_json(message.recipient)
+        data = None
+        if (
+            stamp is not None
+            and sender is not None
+            and recipient is not None
+            and type(body) is str
+            and body
+            # Four UTF-8 bytes at most per character: within the body limit
+            # without encoding it (a longer body takes the reference path).
+            and len(body) <= MAX_BODY_BYTES // 4
+        ):
+            text = (
+                f'{{"body":{_encode_string(body)},"created_at":{stamp},'
+                f'"from_agent":{sender},"to_agent":{recipient}}}'
+            )
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: the reference refuses it
+                data = None
+        if data is None or len(data) > limit:
+            append(seal_local(message, request, key))
+            continue
+        append(
+            Sealed(
+                message, wire_id, Envelope(ENVELOPE_VERSION, "none", None, encode_blob(data), data)
+            )
+        )
+    return out
 
 
 #: Seals a chunk of local messages elsewhere, or returns ``None`` to decline.
@@ -445,7 +537,11 @@ def prepare_push(
     for chunk in _chunks(work):
         items = seal_all(chunk, request, key) if seal_all is not None else None
         if items is None:
-            items = [seal_local(message, request, key) for message in chunk]
+            items = (
+                seal_none_chunk(chunk, request, key)
+                if request.cipher == "none"
+                else [seal_local(message, request, key) for message in chunk]
+            )
         crash_point("prepare.sealed")
         plan = _publish(conn, path, binding, items, now)
         candidates.extend(plan.emitted)

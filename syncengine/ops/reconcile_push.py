@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from syncengine.ops.bindings import BindingKey, advance_binding, open_binding, sync_transaction
 from syncengine.ops.errors import StaleBinding, SyncCorruptState
@@ -57,6 +57,7 @@ __all__ = [
     "plan_ack_repair",
     "plan_reconcile",
     "reconcile_push",
+    "record_acks",
     "repair_contradicted_acks",
 ]
 
@@ -64,8 +65,11 @@ __all__ = [
 _IN_CHUNK = 500
 
 
-@dataclass(frozen=True, slots=True)
-class StoredReservation:
+class StoredReservation(NamedTuple):
+    """One reservation row as reconcile reads it. A named tuple, built once
+    per acked row straight from the SQL row (a batch holds up to 1,000):
+    about a third of a frozen dataclass's construction cost, same fields."""
+
     position: int
     state: ReservationState
     wire_id: str | None
@@ -105,26 +109,33 @@ def plan_reconcile(
     conflicts: list[ConflictRow] = []
     seen_positions: dict[int, SyncPushAck] = {}
     batch_owner: dict[int, str] = {}
+    # The transition table is a pure function of the stored state: each
+    # state's ACK edge is checked once per call, not once per ack (a batch
+    # answer holds up to 1,000 acks of one or two states).
+    edge_checked: set[ReservationState] = set()
+    blocked = ReservationState.BLOCKED
     for index, ack in enumerate(acks):
         # The field name ("ack N") is formatted only on the refusal paths.
-        earlier = seen_positions.get(ack.local_position)
+        position = ack.local_position
+        earlier = seen_positions.get(position)
         if earlier is not None:
             if earlier != ack:
                 raise InvalidInput(f"ack {index + 1}", "two different acks for one local position")
             continue
-        seen_positions[ack.local_position] = ack
-        stored = reservations.get(ack.local_position)
-        if stored is None or stored.state is ReservationState.BLOCKED:
+        seen_positions[position] = ack
+        stored = reservations.get(position)
+        if stored is None or stored.state is blocked:
             raise InvalidInput(
                 f"ack {index + 1}.local_position",
                 "no published reservation at this local position",
             )
         if stored.wire_id != ack.wire_id:
             raise InvalidInput(f"ack {index + 1}.id", "the wire ID differs from the reservation's")
-        owner = seq_owners.get(ack.server_seq)
+        server_seq = ack.server_seq
+        owner = seq_owners.get(server_seq)
         if owner is None:
-            owner = batch_owner.get(ack.server_seq)
-        if stored.server_seq is not None and stored.server_seq != ack.server_seq:
+            owner = batch_owner.get(server_seq)
+        if stored.server_seq is not None and stored.server_seq != server_seq:
             conflicts.append(
                 ConflictRow(
                     "ack_sequence_conflict",
@@ -146,10 +157,12 @@ def plan_reconcile(
                 )
             )
             continue
-        batch_owner[ack.server_seq] = ack.wire_id
-        reservation_next(stored.state, ReservationEvent.ACK)
+        batch_owner[server_seq] = ack.wire_id
+        if stored.state not in edge_checked:
+            reservation_next(stored.state, ReservationEvent.ACK)
+            edge_checked.add(stored.state)
         if stored.server_seq is None:
-            record.append((ack.server_seq, ack.local_position))
+            record.append((server_seq, position))
     return ReconcilePlan(tuple(record), tuple(conflicts))
 
 
@@ -207,28 +220,32 @@ def _load_facts(
     conn: Any, binding_pk: int, acks: Sequence[SyncPushAck]
 ) -> tuple[dict[int, StoredReservation], dict[int, str]]:
     reservations: dict[int, StoredReservation] = {}
-    positions = sorted({a.local_position for a in acks})
+    wanted = {a.local_position for a in acks}
+    positions = sorted(wanted)
     select = "SELECT local_position, state, wire_id, server_seq FROM sync_push WHERE binding_pk = ?"
+    states = RESERVATION_STATES
+    # tuple.__new__ builds the named tuple from the row's values without the
+    # generated __new__'s Python frame (a row per ack, up to 1,000 a batch).
+    make = tuple.__new__
     if dense(positions):
-        wanted = set(positions)
-        for row in conn.execute(
+        for position, state, wire_id, server_seq in conn.execute(
             select + " AND local_position BETWEEN ? AND ?",
             (binding_pk, positions[0], positions[-1]),
-        ):
-            if row[0] in wanted:
-                reservations[row[0]] = StoredReservation(
-                    row[0], RESERVATION_STATES[row[1]], row[2], row[3]
+        ).fetchall():
+            if position in wanted:
+                reservations[position] = make(
+                    StoredReservation, (position, states[state], wire_id, server_seq)
                 )
     else:
         for part in _chunks(positions):
             marks = ",".join("?" * len(part))
-            for row in conn.execute(
+            for position, state, wire_id, server_seq in conn.execute(
                 select + f" AND local_position IN ({marks})", (binding_pk, *part)
             ):
-                reservations[row[0]] = StoredReservation(
-                    row[0], RESERVATION_STATES[row[1]], row[2], row[3]
+                reservations[position] = make(
+                    StoredReservation, (position, states[state], wire_id, server_seq)
                 )
-    return reservations, load_seq_owners(conn, binding_pk, (a.server_seq for a in acks))
+    return reservations, load_seq_owners(conn, binding_pk, [a.server_seq for a in acks])
 
 
 def load_seq_owners(conn: Any, binding_pk: int, seqs: Iterable[int]) -> dict[int, str]:
@@ -260,6 +277,61 @@ def load_seq_owners(conn: Any, binding_pk: int, seqs: Iterable[int]) -> dict[int
     return owners
 
 
+#: A run of at least this many acks is recorded by one range statement.
+_RUN_MIN = 8
+
+
+def _runs(acks: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """``(first position, last position, server_seq - position)`` of each
+    maximal run in which both the position and the sequence go up by one."""
+    runs: list[tuple[int, int, int]] = []
+    start = 0
+    for index in range(1, len(acks) + 1):
+        if (
+            index == len(acks)
+            or acks[index][1] != acks[index - 1][1] + 1
+            or acks[index][0] != acks[index - 1][0] + 1
+        ):
+            seq, position = acks[start]
+            runs.append((position, acks[index - 1][1], seq - position))
+            start = index
+    return runs
+
+
+def record_acks(conn: Any, binding_pk: int, acks: Sequence[tuple[int, int]]) -> None:
+    """Mark each ``(server_seq, position)`` reservation acknowledged.
+
+    The effect is exactly that of the one-row statement per ack
+    (``SET state = 'acked', server_seq = ? … AND local_position = ? AND
+    state = 'reserved'``). A batch the relay stored fresh is one run —
+    positions consecutive (prepare reserves in order) and sequences
+    consecutive (v1.md: new ids take consecutive sequences) — and a run is
+    one range statement: every position of ``first..last`` is in the run, so
+    the range names exactly the rows the one-row statements would, and
+    ``server_seq = local_position + offset`` is each row's own sequence.
+    Short runs (replays, mixed answers) keep the one-row statement. Measured
+    (issue #17): a 1,000-ack batch costs about a third of ``executemany``.
+    """
+    single: list[tuple[int, int, int]] = []
+    for first, last, offset in _runs(acks):
+        if last - first + 1 >= _RUN_MIN:
+            conn.execute(
+                "UPDATE sync_push SET state = 'acked', server_seq = local_position + ?"
+                " WHERE binding_pk = ? AND local_position BETWEEN ? AND ? AND state = 'reserved'",
+                (offset, binding_pk, first, last),
+            )
+        else:
+            single.extend(
+                (position + offset, binding_pk, position) for position in range(first, last + 1)
+            )
+    if single:
+        conn.executemany(
+            "UPDATE sync_push SET state = 'acked', server_seq = ?"
+            " WHERE binding_pk = ? AND local_position = ? AND state = 'reserved'",
+            single,
+        )
+
+
 def reconcile_push(
     conn: Any, path: Path, key: BindingKey, acks: Sequence[SyncPushAck], now: str
 ) -> SyncReconcileResult:
@@ -276,11 +348,7 @@ def reconcile_push(
             advance_binding(conn, binding, corrupt_delta=added)
             cursor = binding.push_cursor
         else:
-            conn.executemany(
-                "UPDATE sync_push SET state = 'acked', server_seq = ?"
-                " WHERE binding_pk = ? AND local_position = ? AND state = 'reserved'",
-                [(seq, binding.pk, position) for seq, position in plan.acks],
-            )
+            record_acks(conn, binding.pk, plan.acks)
             wire_of = {a.local_position: a.wire_id for a in acks}
             read_overlay.on_mappings(
                 conn,

@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 import time
 
-from syncengine.ids import new_uuid4, new_uuid7
+from syncengine.ids import new_uuid4, new_uuid4s, new_uuid7
 
 UUID7 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
@@ -31,3 +31,10 @@ def test_uuid4_is_lowercase_canonical_version_4_and_random() -> None:
     values = {new_uuid4() for _ in range(200)}
     assert len(values) == 200
     assert all(UUID4.fullmatch(v) for v in values)
+
+
+def test_uuid4s_minted_together_are_canonical_version_4_and_distinct() -> None:
+    values = new_uuid4s(1000)
+    assert len(values) == 1000 and len(set(values)) == 1000
+    assert all(UUID4.fullmatch(v) for v in values)
+    assert new_uuid4s(0) == []

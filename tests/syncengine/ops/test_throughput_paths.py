@@ -19,6 +19,7 @@ Real stores throughout; no mocks.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,13 @@ from hypothesis import strategies as st
 
 from syncengine.ids import new_uuid4, new_uuid7s
 from syncengine.ops.bindings import BindingKey
-from syncengine.ops.prepare_push import BlockedSeal, LocalMessage, seal_local
+from syncengine.ops.prepare_push import (
+    BlockedSeal,
+    LocalMessage,
+    Sealed,
+    seal_local,
+    seal_none_chunk,
+)
 from syncengine.ops.reconcile_push import load_seq_owners
 from syncengine.ops.records import SyncPullCursor, SyncPullMessage, SyncPushCandidate
 from syncengine.store import OutgoingMessage, Store
@@ -36,6 +43,7 @@ from syncengine.store.errors import InvalidInput
 from syncengine.store.event_log import SentFields, import_fresh_sent, import_projected_sent
 from syncengine.store.records import ORIGIN_IMPORTED, dump_record
 from tests.syncengine.ops.helpers import RECEIVED, ack, new_key, prepare_none
+from wire.envelope import Envelope
 from wire.errors import WireError
 from wire.http_v1.body import encode_body
 from wire.http_v1.messages import MessageBatch
@@ -43,6 +51,7 @@ from wire.http_v1.messages import OutgoingMessage as WireOutgoing
 from wire.message import Message
 from wire.profiles import Binding, SealParams, seal
 
+UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 _NAMES = st.sampled_from(["alice", "bob", "zed", "Ünïcode-agent", "a", "x" * 128])
 # Bodies: any text the store accepts (no lone surrogates), including JSON's
 # escapes, non-BMP scalars and control characters.
@@ -315,3 +324,86 @@ def test_the_read_bridge_is_skipped_only_when_no_read_fact_can_reach_the_mapping
             "INSERT INTO read_frontiers (member_pk, local_position) VALUES (?, 2)", (bob[0],)
         )
         assert skipped()
+
+
+def test_none_chunk_seals_and_refuses_exactly_as_seal_local(key: BindingKey) -> None:
+    """The one-pass ``none`` sealer of a chunk gives, message by message, the
+    envelope or the refusal (reason and recorded limit) of :func:`seal_local`:
+    valid messages, an invalid name, a bad timestamp, a lone surrogate, a body
+    over the blob limit and a legacy ``at`` spelling side by side."""
+    at = "2026-01-01T00:00:00.000000Z"
+    ids = new_uuid7s(8)
+    chunk = [
+        LocalMessage(1, ids[0], 'hello "quoted" \\ \n\u2028 ☃ 𝄞', at, "alice", "bob"),
+        LocalMessage(2, ids[1], "hi", at, "-bad", "bob"),
+        LocalMessage(3, ids[2], "hi", "2026-02-30T00:00:00.000000Z", "alice", "bob"),
+        LocalMessage(4, ids[3], "lone \ud800 surrogate", at, "alice", "bob"),
+        LocalMessage(5, ids[4], "x" * 2000, at, "alice", "bob"),
+        LocalMessage(6, ids[5], "legacy at", "2026-01-01T00:00:00Z", "alice", "Ünïcode-agent"),
+        LocalMessage(7, ids[6], "", at, "alice", "bob"),
+        LocalMessage(8, ids[7], "last", at, "alice", "bob"),
+    ]
+    request = prepare_none(max_blob_bytes=1024)
+    fast = seal_none_chunk(chunk, request, key)
+    reference = [seal_local(message, request, key) for message in chunk]
+    assert len(fast) == len(reference)
+    for got, want in zip(fast, reference, strict=True):
+        assert type(got) is type(want)
+        assert got.message == want.message
+        if isinstance(want, BlockedSeal):
+            assert isinstance(got, BlockedSeal)
+            assert (got.limit, got.reason) == (want.limit, want.reason)
+        else:
+            assert isinstance(got, Sealed) and isinstance(want, Sealed)
+            assert got.envelope == want.envelope and got.envelope.blob == want.envelope.blob
+            assert got.envelope.blob_data == want.envelope.blob_data
+            assert got.wire_id != want.wire_id and UUID4.fullmatch(got.wire_id)
+    assert [type(item).__name__ for item in fast] == [
+        "Sealed", "BlockedSeal", "BlockedSeal", "BlockedSeal", "BlockedSeal", "Sealed",
+        "BlockedSeal", "Sealed",
+    ]  # fmt: skip
+    wire_ids = [item.wire_id for item in fast if isinstance(item, Sealed)]
+    assert len(set(wire_ids)) == len(wire_ids)
+
+
+_KEY_IDS = st.one_of(st.none(), st.text(alphabet=st.characters(min_codepoint=0x20), min_size=1))
+
+
+@_SETTINGS
+@given(
+    items=st.lists(
+        st.tuples(
+            st.sampled_from(["none", "age-v1", "x.y_z-9"]),
+            _KEY_IDS,
+            # Any text a stored blob column could hold, lone surrogates included
+            # (st.text never draws one, so the characters are joined by hand).
+            st.lists(
+                st.characters() | st.sampled_from("\ud800\udfff"), min_size=1, max_size=60
+            ).map("".join),
+            st.integers(min_value=0, max_value=2**32 - 1),
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_batch_encode_writes_the_bytes_of_the_reference_encoder(
+    items: list[tuple[str, str | None, str, int]],
+) -> None:
+    """``MessageBatch.encode`` of a validated batch is ``encode_body(batch.to_obj())``
+    byte for byte, and validate-then-encode refuses (a schema error, a lone
+    surrogate) exactly what the reference refuses."""
+    batch = MessageBatch(
+        tuple(
+            WireOutgoing(new_uuid4(), Envelope(v, cipher, key_id, blob))
+            for cipher, key_id, blob, v in items
+        )
+    )
+    try:
+        reference: bytes | tuple[type[Exception], str] = encode_body(batch.to_obj())
+    except WireError as exc:
+        reference = (type(exc), str(exc))
+    try:
+        mine: bytes | tuple[type[Exception], str] = batch.validate().encode()
+    except WireError as exc:
+        mine = (type(exc), str(exc))
+    assert mine == reference
