@@ -15,10 +15,12 @@ in other processes; :func:`start_evaluation` decides where it runs.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Protocol
 
-from syncengine.engine.security import SecurityHistory, read_policy
+from syncengine.engine.security import ReadPolicy, SecurityHistory, read_policy
 from syncengine.engine.state import ConnectionRecord
 from syncengine.ops.records import MAX_REASON_CHARS, SyncPullMessage
 from wire.envelope import Envelope
@@ -112,6 +114,40 @@ def judge(
     return outcome.state.value, outcome.reason[:MAX_REASON_CHARS], None
 
 
+#: What both histories bisect on to find the entry effective at a sequence
+#: (:meth:`Capabilities.policy_at`, :meth:`SecurityHistory.at`).
+_BOUNDARY = attrgetter("effective_from_seq")
+
+
+def read_policies(
+    caps: Capabilities, history: SecurityHistory, seqs: Sequence[int]
+) -> list[ReadPolicy]:
+    """``read_policy(caps, history, seq)`` for each of ``seqs``, in order.
+
+    Both histories are step functions of the sequence: each finds its entry
+    as the last one whose ``effective_from_seq`` is at most the sequence (a
+    bisection). When neither holds a boundary in ``(min, max]`` of the
+    page's sequences, every sequence of the page lands on the same two
+    entries, so one policy is every envelope's (v1.md "Pull state layers":
+    the policy effective at each ``server_seq`` — here the same one); a
+    page that straddles a boundary asks per sequence.
+    """
+    if not seqs:
+        return []
+    low, high = min(seqs), max(seqs)
+    if _one_step(caps.policy_history, low, high) and _one_step(history.entries, low, high):
+        return [read_policy(caps, history, low)] * len(seqs)
+    return [read_policy(caps, history, seq) for seq in seqs]
+
+
+def _one_step(entries: Sequence[object], low: int, high: int) -> bool:
+    """Whether ``low`` and ``high`` fall after the same entry of a history
+    ascending by boundary (no boundary in ``(low, high]``)."""
+    return bisect.bisect_right(entries, low, key=_BOUNDARY) == bisect.bisect_right(
+        entries, high, key=_BOUNDARY
+    )
+
+
 def start_evaluation(
     page: Sequence[Pulled],
     *,
@@ -129,7 +165,7 @@ def start_evaluation(
     applies the previous page meanwhile). Otherwise, or if the pool fails,
     they run here.
     """
-    policies = [read_policy(caps, history, item[0]) for item in page]
+    policies = read_policies(caps, history, [item[0] for item in page])
     sealed = sum(1 for item in page if item[3].cipher == "age-v1")
     pool = workers(sealed) if sealed else None
     pending: Callable[[], list[Verdict] | None] | None = None

@@ -74,6 +74,9 @@ from wire.message import Message
 __all__ = ["ApplyPlan", "ApplyResult", "StoredPull", "StoredPush", "apply_pull", "plan_apply"]
 
 _IN_CHUNK = 400
+#: Each state's text, read once: ``state.value`` is a Python-level property,
+#: and a page asks for it twice per envelope (its row and its outcome).
+_VALUES: dict[QuarantineState, str] = {state: state.value for state in QuarantineState}
 #: Characters of a sealed blob the replay index holds (migration 9): the
 #: age header's first recipient stanza, random per seal.
 ENVELOPE_HEAD = 160
@@ -139,6 +142,8 @@ def check_page(messages: Sequence[SyncPullMessage], cursor: SyncPullCursor, tran
             "sync_pull_cursor.next_after",
             f"would move the transport cursor backwards (it is at {transport})",
         )
+    if _plainly_distinct(messages, cursor.next_after):
+        return
     wires: set[str] = set()
     seqs: set[int] = set()
     for index, message in enumerate(messages):
@@ -156,6 +161,19 @@ def check_page(messages: Sequence[SyncPullMessage], cursor: SyncPullCursor, tran
             )
         wires.add(message.wire_id)
         seqs.add(message.server_seq)
+
+
+def _plainly_distinct(messages: Sequence[SyncPullMessage], next_after: int) -> bool:
+    """:func:`check_page`'s per-message rules for the whole page at C speed:
+    wire IDs distinct, sequences distinct and none beyond ``next_after``.
+    ``False`` only sends the page through the loop that names the first
+    offender."""
+    seqs = {m.server_seq for m in messages}
+    return (
+        len(seqs) == len(messages)
+        and len({m.wire_id for m in messages}) == len(messages)
+        and (not seqs or max(seqs) <= next_after)
+    )
 
 
 def _conflict(plan: ApplyPlan, kind: str, message: SyncPullMessage, reason: str) -> None:
@@ -183,13 +201,13 @@ def plan_apply(
     plan = ApplyPlan()
     replays = replays or {}
     for index, message in enumerate(messages):
-        envelope = _envelope_key(message)
         blocking = message.status != "importable"
         stored = pulled.get(message.wire_id)
         mine = pushed.get(message.wire_id)
         supplied = message.status if blocking else None
 
         if stored is not None:
+            envelope = _envelope_key(message)
             if stored.server_seq != message.server_seq or stored.envelope != envelope:
                 _conflict(
                     plan,
@@ -235,7 +253,10 @@ def plan_apply(
             plan.outcomes.append(QuarantineState.CORRUPT_STATE)
             continue
         if mine is not None:
-            if mine.envelope != envelope or mine.server_seq not in (None, message.server_seq):
+            if mine.envelope != _envelope_key(message) or mine.server_seq not in (
+                None,
+                message.server_seq,
+            ):
                 _conflict(
                     plan,
                     "wire_envelope_mismatch",
@@ -343,7 +364,7 @@ def _quarantine_row(
         env.cipher,
         env.key_id,
         env.blob,
-        status.value,
+        _VALUES[status],
         message.policy_revision,
         message.local_security_revision,
         message.reason,
@@ -496,7 +517,7 @@ def apply_pull(
             f"cursor stays at {binding.transport_cursor})"
         )
     outcomes = tuple(
-        SyncApplyOutcome(m.wire_id, m.server_seq, status.value)
+        SyncApplyOutcome(m.wire_id, m.server_seq, _VALUES[status])
         for m, status in zip(messages, plan.outcomes, strict=True)
     )
     return ApplyResult(SyncApplyResult(binding.transport_cursor, binding.corrupt_count), outcomes)
