@@ -27,9 +27,12 @@ printed before and after; peak memory is the whole process tree (engine
 processes with their workers, the relay, this process: RSS and PSS sums).
 
 Run: ``.venv/bin/python bench/bench_throughput.py [--quick] [--json PATH]
-[--messages N] [--rounds R]``. Default N = 50,000 in 3 rounds; ``--quick`` is
-N = 10,000 in 2 rounds. A warm-up round (N/10) runs first and is dropped.
-Everything listens on 127.0.0.1.
+[--messages N] [--rounds R] [--pull-only]``. Default N = 50,000 in 3 rounds;
+``--quick`` is N = 10,000 in 2 rounds. A warm-up round (N/10) runs first and
+is dropped. ``--pull-only`` (for work on the pull path) still pushes A's
+backlog each round but does not report it, and skips the relay POST side:
+the three pull sides keep their order, A B A B, in every round. Everything
+listens on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -136,12 +139,15 @@ def relay_get(endpoint: str, headers: dict[str, str], expected: int) -> float:
     return seconds
 
 
-def one_round(root: Path, endpoint: str, db: Path, count: int) -> dict[str, float]:
-    """The five sides of one round on fresh stores and a fresh team."""
+def one_round(
+    root: Path, endpoint: str, db: Path, count: int, pull_only: bool = False
+) -> dict[str, float]:
+    """The five sides of one round on fresh stores and a fresh team (the
+    three pull sides with ``pull_only``: push then only fills the relay)."""
     profile = e2e.Profile("none", "none", 0, count)
     a, b = e2e.connect_pair(root, endpoint, db, profile)
     e2e.send_backlog(a, count)
-    bodies = _post_bodies(count)
+    bodies = [] if pull_only else _post_bodies(count)
     push = e2e.run_child(["push", "--all", "--json"], a, ENGINE)
     pushed = json.loads(push.stdout)["push"]
     if pushed["stored"] != count:
@@ -154,7 +160,9 @@ def one_round(root: Path, endpoint: str, db: Path, count: int) -> dict[str, floa
         raise RuntimeError(f"pull: {pulled}")
     get_s = relay_get(endpoint, _headers(_credential_file(b)), count)
     idle = e2e.run_child(["pull"], b, ENGINE)
-    post_s = relay_post(endpoint, _headers(_credential_file(a)), bodies)
+    post_s = (
+        float("nan") if pull_only else relay_post(endpoint, _headers(_credential_file(a)), bodies)
+    )
     return {
         "push": push.seconds,
         "post": post_s,
@@ -169,6 +177,9 @@ def main() -> int:
     add_common_arguments(parser)
     parser.add_argument("--messages", type=int, default=None, help="N (50,000; quick 10,000)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds (3; quick 2)")
+    parser.add_argument(
+        "--pull-only", action="store_true", help="report only pull, relay GET and idle pull"
+    )
     args = parser.parse_args()
     count = args.messages or (10_000 if args.quick else 50_000)
     rounds = args.rounds or (2 if args.quick else 3)
@@ -188,13 +199,20 @@ def main() -> int:
         for index in range(rounds + 1):
             root = Path(tmp) / f"round{index}"
             root.mkdir()
-            row = one_round(root, endpoint, db, count if index else max(PAGE, count // 10))
+            size = count if index else max(PAGE, count // 10)
+            row = one_round(root, endpoint, db, size, args.pull_only)
             if index:
                 samples.append(row)
+                pushed = (
+                    ""
+                    if args.pull_only
+                    else f"push {row['push']:.2f} s, relay POST {row['post']:.2f} s, "
+                )
                 print(
-                    f"  round {index}: push {row['push']:.2f} s, relay POST {row['post']:.2f} s, "
+                    f"  round {index}: {pushed}"
                     f"pull {row['pull']:.2f} s, relay GET {row['get']:.2f} s, "
-                    f"idle pull {row['idle']:.2f} s; {format_load()}"
+                    f"idle pull {row['idle']:.2f} s, pull/GET rate {row['get'] / row['pull']:.3f}; "
+                    f"{format_load()}"
                 )
         e2e.SAMPLER = None
 
@@ -203,16 +221,16 @@ def main() -> int:
 
     # Rates are count / seconds, so client/relay rate = relay s / client s.
     pull = summarize(side("get"), side("pull"))
-    push = summarize(side("post"), side("push"))
     steady = summarize(side("get"), [r["pull"] - r["idle"] for r in samples])
-    print(f"\n{'side':<34}{'median s':>10}{'msg/s':>10}")
-    for label, key in (
+    sides = (
         ("push --all (one process)", "push"),
         ("relay POST (bare HTTP client)", "post"),
         ("pull (one process)", "pull"),
         ("relay GET (bare HTTP client)", "get"),
         ("idle pull (nothing new)", "idle"),
-    ):
+    )
+    print(f"\n{'side':<34}{'median s':>10}{'msg/s':>10}")
+    for label, key in sides[2:] if args.pull_only else sides:
         seconds = statistics.median(side(key))
         rate = f"{count / seconds:,.0f}" if key != "idle" else "-"
         print(f"{label:<34}{seconds:>10.3f}{rate:>10}")
@@ -229,18 +247,20 @@ def main() -> int:
             f" (per-round ratios {pull.ratio_min:.3f}..{pull.ratio_max:.3f})",
         )
     )
-    report.add(
-        Figure(
-            f"push --all of {count:,} / relay POST rate",
-            push.ratio,
-            "x",
-            target=f">= {TARGET_PUSH}",
-            anchor="bare HTTP POST of as many envelopes",
-            source="#17",
-            detail=f"push {count / push.b:,.0f} msg/s, relay POST {count / push.a:,.0f} msg/s"
-            f" (per-round ratios {push.ratio_min:.3f}..{push.ratio_max:.3f})",
+    if not args.pull_only:
+        push = summarize(side("post"), side("push"))
+        report.add(
+            Figure(
+                f"push --all of {count:,} / relay POST rate",
+                push.ratio,
+                "x",
+                target=f">= {TARGET_PUSH}",
+                anchor="bare HTTP POST of as many envelopes",
+                source="#17",
+                detail=f"push {count / push.b:,.0f} msg/s, relay POST {count / push.a:,.0f} msg/s"
+                f" (per-round ratios {push.ratio_min:.3f}..{push.ratio_max:.3f})",
+            )
         )
-    )
     report.add(
         Figure(
             f"pull of {count:,} less an idle pull / relay GET rate",
