@@ -27,6 +27,7 @@ an op runs, so ``--help`` stays fast.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
@@ -117,11 +118,29 @@ def run_plain_argv(argv: list[str]) -> int | None:
         return None
     if any(arg in ("-h", "--help") for arg in argv[i + 1 :]):
         return None  # the full parser answers (``syncengine.cli.main``)
-    return run_op(argv[i], argv[i + 1 :], store_path=store)
+    code = run_op(argv[i], argv[i + 1 :], store_path=store)
+    _offer_server(argv[i], store)
+    return code
 
 
 def _handle(args: argparse.Namespace) -> int:
-    return run_op(args.op, list(args.args), store_path=args.store)
+    code = run_op(args.op, list(args.args), store_path=args.store)
+    _offer_server(args.op, args.store)
+    return code
+
+
+def _offer_server(op: str, store_path: str | None) -> None:
+    """Start the driver server when the bash file asked for one
+    (``SYNCENGINE_DRIVER_RENDEZVOUS``: no server answered this call), so the
+    host's next calls skip the interpreter start (specs/store.md §10)."""
+    rendezvous = os.environ.get("SYNCENGINE_DRIVER_RENDEZVOUS")
+    if not rendezvous:
+        return
+    from syncengine.cli import driver_rendezvous
+    from syncengine.store.paths import resolve_store_path
+
+    if op in driver_rendezvous.SERVED_OPS:
+        driver_rendezvous.spawn(resolve_store_path(store_path), rendezvous)
 
 
 def _write(stream: IO[bytes], lines: list[str]) -> None:

@@ -8,10 +8,18 @@
 # on stdin, never placed on the child's argv. `syncengine driver path` prints
 # where this file is installed.
 #
+# The per-message calls (send, list_unread, mark_read_batch, the read
+# cursor, watch and history) are answered by a resident driver server when
+# one runs for the store: the first call runs as a process and starts it,
+# later ones reach it over loopback TCP from bash itself, one fork each
+# (syncengine/cli/driver_server.py, specs/store.md §10). It exits when idle.
+#
 # Environment:
 #   SYNCENGINE_BIN    the syncengine executable (default: the one installed
 #                     beside this file, else `syncengine` on PATH)
 #   SYNCENGINE_STORE  the store file (passed through to the command)
+#   SYNCENGINE_DRIVER_SERVER       0 = every call runs as its own process
+#   SYNCENGINE_DRIVER_SERVER_IDLE  seconds an idle server stays (default 30)
 #
 # Only storage_* names are defined (driver-interface §1.2); no set -e/-u here.
 
@@ -66,6 +74,76 @@ storage__syncengine_run() {
     "$bin" driver "$@"
 }
 
+storage__syncengine_rendezvous() {
+    # Sets the caller's `rv` to where this store's server publishes itself
+    # (the store path, resolved as syncengine resolves it, plus ".serve");
+    # fails when the server is off or the path cannot be known without Python.
+    [ "${SYNCENGINE_DRIVER_SERVER:-1}" != 0 ] && [ -z "${SYNCENGINE_CRASH_AT:-}" ] || return 1
+    local store="${SYNCENGINE_STORE:-}" state="${XDG_STATE_HOME:-}"
+    if [ -z "$store" ]; then
+        case "$state" in
+            /*) ;;
+            *) [ -n "${HOME:-}" ] || return 1; state="$HOME/.local/state" ;;
+        esac
+        store="$state/syncengine/store.db"
+    fi
+    case "$store" in /*) ;; *) store="$PWD/$store" ;; esac
+    rv="$store.serve"
+}
+
+storage__syncengine_serve() (
+    # $1: control|record, $2: op, $3: the op's stdin, rest: op arguments.
+    # Exit 200: no server took the call (nothing was sent; run it as a
+    # process). A subshell, so SIGPIPE can be ignored without touching the
+    # caller's traps and the connection closes with it.
+    trap '' PIPE
+    local port="" ctoken="" stoken="" pid="" greet="" fd="" rc="" err="" size="" out=""
+    [ -O "$rv" ] || exit 200
+    IFS=' ' read -r port ctoken stoken pid <"$rv" 2>/dev/null || exit 200
+    case "$port" in '' | *[!0-9]*) exit 200 ;; esac
+    [ -n "$stoken" ] || exit 200
+    { exec {fd}<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || exit 200
+    # Mutual: the request goes only to a process that could read the 0600
+    # rendezvous file (it answers the client token with the server token).
+    printf '%s\n' "$ctoken" >&"$fd" 2>/dev/null || exit 200
+    IFS= read -r -t 5 greet <&"$fd" || exit 200
+    [ "$greet" = "$stoken" ] || exit 200
+    if ! printf '%s\0' "$(($# - 1))" "${@:2}" >&"$fd" 2>/dev/null ||
+        ! IFS= read -r -d '' rc <&"$fd" || ! IFS= read -r -d '' err <&"$fd" ||
+        ! IFS= read -r -d '' size <&"$fd"; then
+        # Handed over, then lost: running it again could apply it twice.
+        printf 'syncengine storage driver: the driver server ended during %s (it may or may not have taken effect)\n' "$2" >&2
+        [ "$1" = control ] && printf '%s\n' 'runtime_error'
+        exit 13
+    fi
+    if [ "$size" -le 4096 ]; then
+        IFS= read -r -d '' out <&"$fd"
+        printf '%s' "$out"
+    else
+        cat <&"$fd"
+    fi
+    [ -z "$err" ] || printf '%s' "$err" >&2
+    exit "$rc"
+)
+
+storage__syncengine_call() {
+    # $1: control|record, $2: op, $3: the op's stdin, rest: op arguments.
+    # Through the store's driver server when one answers, else as a process
+    # that starts one (given the rendezvous path) for the next call.
+    local kind="$1" op="$2" input="$3" rv="" code
+    shift 3
+    # A body of millions of characters goes through a process (no copy held here).
+    if [ "${#input}" -le 4000000 ] && storage__syncengine_rendezvous; then
+        storage__syncengine_serve "$kind" "$op" "$input" "$@"
+        code=$?
+        [ "$code" -eq 200 ] || return "$code"
+        printf '%s' "$input" |
+            SYNCENGINE_DRIVER_RENDEZVOUS="$rv" storage__syncengine_run "$kind" "$op" "$@"
+        return
+    fi
+    printf '%s' "$input" | storage__syncengine_run "$kind" "$op" "$@"
+}
+
 storage_check() { storage__syncengine_run control check "$@" </dev/null; }
 
 storage_describe() {
@@ -88,24 +166,24 @@ storage_send() {
         printf '%s\n' 'usage: storage_send <team> <from> <to> <body>' >&2
         return 13
     fi
-    printf '%s' "$4" | storage__syncengine_run record send "$1" "$2" "$3"
+    storage__syncengine_call record send "$4" "$1" "$2" "$3"
 }
 
-storage_list_unread() { storage__syncengine_run record list_unread "$@" </dev/null; }
+storage_list_unread() { storage__syncengine_call record list_unread '' "$@"; }
 
-storage_mark_read_batch() { storage__syncengine_run control mark_read_batch "$@" </dev/null; }
+storage_mark_read_batch() { storage__syncengine_call control mark_read_batch '' "$@"; }
 
-storage_read_cursor_get() { storage__syncengine_run record read_cursor_get "$@" </dev/null; }
+storage_read_cursor_get() { storage__syncengine_call record read_cursor_get '' "$@"; }
 
 storage_read_cursor_consume() {
-    storage__syncengine_run control read_cursor_consume "$@" </dev/null
+    storage__syncengine_call control read_cursor_consume '' "$@"
 }
 
-storage_watch_tip() { storage__syncengine_run record watch_tip "$@" </dev/null; }
+storage_watch_tip() { storage__syncengine_call record watch_tip '' "$@"; }
 
-storage_watch_after() { storage__syncengine_run record watch_after "$@" </dev/null; }
+storage_watch_after() { storage__syncengine_call record watch_after '' "$@"; }
 
-storage_history() { storage__syncengine_run record history "$@" </dev/null; }
+storage_history() { storage__syncengine_call record history '' "$@"; }
 
 # storage_export [<team>] <file>, storage_import [<team>] <file>
 storage_export() { storage__syncengine_run control export "$@" </dev/null; }

@@ -1,12 +1,18 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.syncengine.driver.contract import BashDriver, PythonDriver, make_driver
+from tests.syncengine.driver.contract import (
+    BashDriver,
+    PythonDriver,
+    make_driver,
+    stop_driver_servers,
+)
 
-DOORS = ["python", "command", "bash"]
+DOORS = ["python", "command", "bash", "served"]
 
 
 @pytest.fixture(params=DOORS)
@@ -25,6 +31,13 @@ def driver(driver_kind: str, store_path: Path) -> PythonDriver | BashDriver:
     door. No team or agent is ever registered: the storage axis is
     messages only (driver-interface §2 intro)."""
     return make_driver(driver_kind, store_path)
+
+
+@pytest.fixture(autouse=True)
+def _stop_driver_servers(tmp_path: Path) -> Iterator[None]:
+    """Every driver server a test's stores started ends with the test."""
+    yield
+    stop_driver_servers(tmp_path)
 
 
 @pytest.fixture

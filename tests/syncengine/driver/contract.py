@@ -1,9 +1,11 @@
-"""Three doors into the storage contract, behind one test-facing interface.
+"""Four doors into the storage contract, behind one test-facing interface.
 
 :class:`PythonDriver` calls :class:`syncengine.store.Store` directly;
 :class:`CommandDriver` runs ``syncengine driver <op>``; :class:`BashDriver`
 sources the installed driver file (``syncengine driver path``) in bash and
-calls the ``storage_*`` functions. All raise :class:`ContractFailure`
+calls the ``storage_*`` functions, each in its own process;
+:class:`ServedBashDriver` does the same with the driver server on, so all but
+a store's first call are answered by it. All raise :class:`ContractFailure`
 carrying the status name on failure, so the same test case runs through
 each. The command and bash doors also assert the stdout framing of every
 call (driver-interface §1.4, §2.1): control ops end with a status line
@@ -12,13 +14,18 @@ matching the exit code; record ops never print a status word.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from syncengine.cli.driver import driver_file
+from syncengine.cli.driver_rendezvous import read_rendezvous
 from syncengine.store import Store, StoreError
 
 REPO = Path(__file__).resolve().parents[3]
@@ -112,6 +119,9 @@ class PythonDriver:
 
 class BashDriver:
     name = "bash"
+    #: Added to the environment of every call (the test session turns the
+    #: driver server off; the served door turns it back on).
+    extra_env: ClassVar[dict[str, str]] = {}
 
     def __init__(self, path: Path, bin_path: Path | str = SYNCENGINE_BIN) -> None:
         self.path = path
@@ -124,6 +134,7 @@ class BashDriver:
         the final argument is read from stdin inside bash, so even a 1 MB
         body reaches the function without an ``execve`` of our own."""
         env = dict(os.environ, SYNCENGINE_STORE=str(self.path), SYNCENGINE_BIN=self.bin_path)
+        env.update(self.extra_env)
         if last_from_stdin is None:
             script = f'source "{DRIVER_FILE}"; {function} "$@"'
         else:
@@ -219,6 +230,47 @@ class BashDriver:
         self._control("storage_compact")
 
 
+class ServedBashDriver(BashDriver):
+    """The bash door with the driver server on: the first call on a store
+    runs as a process and starts the server, every later one is answered by
+    it (syncengine/cli/driver_server.py); :func:`stop_driver_servers` ends it."""
+
+    name = "served"
+    extra_env: ClassVar[dict[str, str]] = {
+        "SYNCENGINE_DRIVER_SERVER": "1",
+        "SYNCENGINE_DRIVER_SERVER_IDLE": "3",
+    }
+
+    def server_pid(self) -> int | None:
+        rendezvous = read_rendezvous(f"{self.path}.serve")
+        return None if rendezvous is None else rendezvous.pid
+
+
+def stop_driver_servers(root: Path, wait: float = 3.0) -> None:
+    """End every driver server of the stores under ``root``: each holds its
+    ``.serve.lock``; one still starting is given ``wait`` seconds to publish
+    its pid. (A server spawned after this looks leaves on its own when idle:
+    the served door sets a short idle time.)"""
+    for lock in root.rglob("*.serve.lock"):
+        deadline = time.monotonic() + wait
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    pass
+                else:
+                    break  # no server holds it (any more)
+                rendezvous = read_rendezvous(str(lock).removesuffix(".lock"))
+                if rendezvous is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(rendezvous.pid, signal.SIGTERM)
+                time.sleep(0.05)
+        finally:
+            os.close(fd)
+
+
 class CommandDriver(BashDriver):
     """``syncengine driver <op>`` run directly: the same framing checks as
     the bash door, without bash in between."""
@@ -245,4 +297,6 @@ def make_driver(kind: str, path: Path) -> PythonDriver | BashDriver:
         return PythonDriver(path)
     if kind == "command":
         return CommandDriver(path)
+    if kind == "served":
+        return ServedBashDriver(path)
     return BashDriver(path)

@@ -56,7 +56,11 @@ def bash(
     """Run ``script`` in a bash that sourced the installed driver file, with
     the environment a host gives it (no SYNCENGINE_BIN: the file finds the
     executable installed beside it)."""
-    base = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
+    base = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/root"),
+        "SYNCENGINE_DRIVER_SERVER": os.environ.get("SYNCENGINE_DRIVER_SERVER", "0"),
+    }
     return subprocess.run(
         ["bash", "--norc", "-c", f'source "{DRIVER_FILE}"\n{script}'],
         capture_output=True,

@@ -389,6 +389,7 @@ def bash(script: str, store: Path, stdin: str = "") -> subprocess.CompletedProce
         "PATH": "/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/root"),
         "SYNCENGINE_STORE": str(store),
+        "SYNCENGINE_DRIVER_SERVER": os.environ.get("SYNCENGINE_DRIVER_SERVER", "0"),
     }
     return subprocess.run(
         ["bash", "--norc", "-c", f'source "{DRIVER_FILE}"\n{script}'],
