@@ -239,6 +239,7 @@ class TreeMemorySampler:
         self.interval = interval
         self.peak = MemoryPeak()
         self._groups: dict[str, tuple[tuple[int, ...], MemoryPeak]] = {}
+        self._adopted: list[int] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -256,8 +257,19 @@ class TreeMemorySampler:
             entry = self._groups.get(name)
         return entry[1] if entry else MemoryPeak()
 
+    def adopt(self, name: str, pid: int) -> None:
+        """Count a process outside the tree — a detached one this run started
+        (the driver server) — in the total and under ``name``."""
+        with self._lock:
+            self._adopted.append(pid)
+        self.watch(name, pid)
+
     def sample(self) -> None:
+        with self._lock:
+            adopted = list(self._adopted)
         pids = process_tree(self.root)
+        for pid in adopted:
+            pids.extend(p for p in process_tree(pid) if p not in pids)
         memory: dict[int, tuple[int, int, int]] = {}
         for pid in pids:
             value = _process_memory_kb(pid)
