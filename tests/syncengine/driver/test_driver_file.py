@@ -11,6 +11,8 @@ import subprocess
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from syncengine.ids import new_uuid7
 from syncengine.ops.records import SyncPushCandidate
 from tests.syncengine.driver.contract import DRIVER_FILE, REPO, SYNCENGINE_BIN
@@ -200,12 +202,14 @@ HOST_SESSION = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize("server", ["0", "1"], ids=["per-process", "served"])
 def test_a_host_session_on_a_fresh_machine_gets_what_the_contract_requires(
-    tmp_path: Path,
+    tmp_path: Path, server: str
 ) -> None:
     env = {
         "EXPORT": str(tmp_path / "log.jsonl"),
         "OTHER": str(tmp_path / "other" / "store.db"),
+        "SYNCENGINE_DRIVER_SERVER": server,
     }
     done = bash(HOST_SESSION, tmp_path / "fresh" / "store.db", env=env)
     assert done.returncode == 0, done.stderr
