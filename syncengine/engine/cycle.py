@@ -603,8 +603,17 @@ class PullReport:
     read_state: Any = None
 
 
-def pull_all(ctx: CycleContext, page_limit: int) -> PullReport:
+def pull_all(ctx: CycleContext, page_limit: int, caps: Capabilities | None = None) -> PullReport:
     """Pull from the transport cursor until the relay has nothing more.
+
+    ``caps`` is a capability snapshot the caller fetched moments ago with
+    nothing written to the relay since (a sync whose push posted nothing);
+    without it the pull takes its own. When the snapshot shows nothing past
+    the cursor — ``current_seq`` equal to it and no retention floor beyond it
+    — no page is requested: the empty page could say no more, and whatever
+    the relay holds beyond is taken by the next pull, whose snapshot shows
+    it. A ``current_seq`` behind the cursor still asks, so the page rules
+    judge the contradiction.
 
     A pipeline of three stages (specs/engine.md "Pulling"): the next page is
     requested on a thread as soon as the current one has arrived; the
@@ -638,8 +647,12 @@ def pull_all(ctx: CycleContext, page_limit: int) -> PullReport:
         progress.add(len(evaluated))
         return applied.result.transport_cursor
 
-    with ThreadPoolExecutor(1, thread_name_prefix="syncengine-get") as pool:
+    if caps is None:
         caps = client.capabilities()
+    if caps.current_seq == cursor and caps.binding.min_available_seq <= cursor + 1:
+        report.transport_cursor = cursor
+        return report
+    with ThreadPoolExecutor(1, thread_name_prefix="syncengine-get") as pool:
         # An estimate for the progress line: retention or gaps make it high.
         progress.total = max(0, caps.current_seq - max(cursor, caps.binding.min_available_seq))
         ahead = pool.submit(client.fetch_messages, cursor, page_limit)

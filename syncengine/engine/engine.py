@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from syncengine.http.client import ClientConfig, RelayClient
     from syncengine.ops.quarantine import BlockedEnvelope
     from syncengine.ops.status import SyncStatus
+    from wire.http_v1.capabilities import Capabilities
 from wire.scalars import format_timestamp
 
 __all__ = ["Engine", "EngineStatus", "SyncReport"]
@@ -667,11 +668,21 @@ class Engine:
                 if classify(exc).state not in _PULL_DESPITE_PUSH:
                     raise
                 push_error = exc
-            pulled = pull_all(ctx, page_limit)
+            reuse = None if push_error is not None else self._unchanged_snapshot(pushed)
+            pulled = pull_all(ctx, page_limit, reuse)
             pulled.read_state = self._after_pull(pulled)
             if push_error is not None:
                 raise push_error
             return SyncReport(pushed, pulled)
+
+    def _unchanged_snapshot(self, pushed: PushReport) -> Capabilities | None:
+        """The push's capability snapshot when that push sent nothing and the
+        client has taken no other since: the pull may use it instead of asking
+        again (nothing this engine wrote can have moved the relay)."""
+        if self._client is None or pushed.batches:
+            return None
+        last: Capabilities | None = self._client.last_capabilities
+        return last
 
     def reprocess(self, page_limit: int = REPROCESS_PAGE_LIMIT) -> ReprocessReport:
         """Re-evaluate every blocking envelope with today's keys and policy."""

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from syncengine.engine import Engine
+from syncengine.http.errors import RelayRollback
 from syncengine.ids import new_uuid4, new_uuid7
 from tests.syncengine.engine.fakerelay import FakeRelay, reply
 from wire.http_v1.members import Member, MembersDocument
@@ -30,14 +31,64 @@ def test_a_pull_is_followed_by_members_and_read_state_without_another_capabiliti
 ) -> None:
     engine = make_engine()
     engine.pull()
+    relay.add_foreign(
+        seal(Message("new", "2026-07-20T06:30:00.000000Z", "alice", "bob"), "none"),  # type: ignore[arg-type]
+        new_uuid4(),
+    )
     since = len(relay.requests)
     report = engine.pull()
+    assert report.received == 1
     assert report.read_state is not None and report.read_state.skipped is None
     assert paths(relay, since) == [
         "GET /v1/capabilities",
         "GET /v1/messages",
         "GET /v1/members",
         "POST /v1/read-state/sync",
+    ]
+
+
+def test_an_idle_pull_requests_no_page(make_engine: MakeEngine, relay: FakeRelay) -> None:
+    """The snapshot shows nothing past the cursor (``current_seq`` equal to
+    it, no retention floor beyond it): the empty page is not asked for."""
+    engine = make_engine()
+    engine.pull()
+    since = len(relay.requests)
+    report = engine.pull()
+    assert report.pages == 0 and report.received == 0
+    assert paths(relay, since) == [
+        "GET /v1/capabilities",
+        "GET /v1/members",
+        "POST /v1/read-state/sync",
+    ]
+
+
+def test_an_idle_sync_takes_one_capabilities_snapshot(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    """A sync whose push posted nothing lets its pull use the push's snapshot."""
+    engine = make_engine()
+    engine.sync()
+    since = len(relay.requests)
+    engine.sync()
+    assert paths(relay, since) == [
+        "GET /v1/capabilities",
+        "GET /v1/members",
+        "POST /v1/read-state/sync",
+    ]
+
+
+def test_a_sync_that_posted_asks_for_a_fresh_snapshot_before_it_pulls(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    engine = make_engine()
+    engine.sync()
+    engine.store.send(engine.connection.local_team, "alice", "bob", "posted")
+    since = len(relay.requests)
+    engine.sync()
+    assert paths(relay, since)[:3] == [
+        "GET /v1/capabilities",
+        "POST /v1/messages",
+        "GET /v1/capabilities",
     ]
 
 
@@ -61,7 +112,6 @@ def test_a_roster_with_another_floor_than_the_pulls_snapshot_takes_a_fresh_pair(
     assert report.read_state is not None and report.read_state.skipped is None
     assert paths(relay, since) == [
         "GET /v1/capabilities",
-        "GET /v1/messages",
         "GET /v1/members",
         "GET /v1/capabilities",
         "GET /v1/members",
@@ -81,3 +131,18 @@ def test_an_unchanged_roster_is_turned_into_local_pairs_once(
         engine.pull()
     warned = [r for r in caplog.records if "no local agent can use" in r.getMessage()]
     assert len(warned) == 1
+
+
+def test_a_snapshot_behind_the_cursor_is_never_taken_for_an_idle_relay(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    """A relay whose ``current_seq`` went back below the cursor is a rollback
+    (halted at its snapshot), never an idle pull that skips its page."""
+    engine = make_engine()
+    for i in range(3):
+        envelope = seal(Message(f"m{i}", "2026-07-20T06:30:00.000000Z", "alice", "bob"), "none")
+        relay.add_foreign(envelope, new_uuid4())  # type: ignore[arg-type]
+    engine.pull()
+    relay.messages = relay.messages[:1]
+    with pytest.raises(RelayRollback):
+        engine.pull()
