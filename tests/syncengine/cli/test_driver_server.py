@@ -226,14 +226,23 @@ def test_a_listener_without_the_server_token_never_receives_the_request(store: P
     assert messages(store) == ["first", "secret body"]
 
 
-def test_a_request_lost_after_the_handover_is_not_run_again(store: Path) -> None:
+def lost_after_handover(
+    store: Path, script: str
+) -> tuple[subprocess.CompletedProcess[str], Impostor]:
+    """``script`` against a listener that completes the handshake, takes the
+    request and drops the connection (a server killed mid-call)."""
     with Store(store) as db:
         db.send("crew", "alice", "bob", "first")
     client, server = secrets.token_hex(16), secrets.token_hex(16)
     impostor = Impostor(server_token=server)
     plant(store, impostor, client, server)
-    done = bash("storage_send crew alice bob 'once at most'", store)
+    done = bash(script, store)
     impostor.thread.join(10)
+    return done, impostor
+
+
+def test_a_request_lost_after_the_handover_is_not_run_again(store: Path) -> None:
+    done, impostor = lost_after_handover(store, "storage_send crew alice bob 'once at most'")
     assert done.returncode == 13
     assert done.stdout == ""
     assert "may or may not have taken effect" in done.stderr
@@ -242,13 +251,7 @@ def test_a_request_lost_after_the_handover_is_not_run_again(store: Path) -> None
 
 
 def test_a_control_call_lost_after_the_handover_ends_with_its_status_line(store: Path) -> None:
-    with Store(store) as db:
-        db.send("crew", "alice", "bob", "first")
-    client, server = secrets.token_hex(16), secrets.token_hex(16)
-    impostor = Impostor(server_token=server)
-    plant(store, impostor, client, server)
-    done = bash("storage_mark_read_batch crew bob", store)
-    impostor.thread.join(10)
+    done, _ = lost_after_handover(store, "storage_mark_read_batch crew bob")
     assert done.returncode == 13
     assert done.stdout.splitlines()[-1] == "runtime_error"
 
