@@ -42,7 +42,7 @@ BENCHES: list[tuple[str, str, float]] = [
     ("codec", "bench_codec.py", 45.0),
     ("store", "bench_store.py", 60.0),
     ("read_state", "bench_read_state.py", 90.0),
-    ("driver", "bench_driver.py", 60.0),
+    ("driver", "bench_driver.py", 90.0),
     ("guard", "bench_guard.py", 45.0),
 ]
 
