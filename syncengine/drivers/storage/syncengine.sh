@@ -134,8 +134,10 @@ storage__syncengine_call() {
     shift 3
     # A body of millions of characters goes through a process (no copy held here).
     if [ "${#input}" -le 4000000 ] && storage__syncengine_rendezvous; then
-        storage__syncengine_serve "$kind" "$op" "$input" "$@"
-        code=$?
+        # `|| code=$?`: a host running under `set -e` must not stop on the
+        # "not served" answer.
+        code=0
+        storage__syncengine_serve "$kind" "$op" "$input" "$@" || code=$?
         [ "$code" -eq 200 ] || return "$code"
         printf '%s' "$input" |
             SYNCENGINE_DRIVER_RENDEZVOUS="$rv" storage__syncengine_run "$kind" "$op" "$@"

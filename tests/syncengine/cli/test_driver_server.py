@@ -316,3 +316,20 @@ def test_the_file_serves_exactly_the_servers_ops() -> None:
     text = Path(DRIVER).read_text()
     in_file = set(re.findall(r"storage__syncengine_call (?:record|control) (\w+)", text))
     assert in_file == SERVED_OPS
+
+
+def test_a_host_shell_under_set_euo_pipefail_is_served_and_falls_back(store: Path) -> None:
+    """The "not served" answer never stops a host running with ``set -e``:
+    the first call falls back to a process, the later ones are served."""
+    script = (
+        "set -euo pipefail\n"
+        "storage_send crew alice bob one >/dev/null\n"
+        f'for _ in $(seq 100); do [ -e "{store}.serve" ] && break; sleep 0.05; done\n'
+        "storage_send crew alice bob two >/dev/null\n"
+        "storage_list_unread crew bob | wc -l\n"
+        "echo survived"
+    )
+    done = bash(script, store)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2", "survived"]
+    assert messages(store) == ["one", "two"]
