@@ -333,3 +333,18 @@ def test_a_host_shell_under_set_euo_pipefail_is_served_and_falls_back(store: Pat
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["2", "survived"]
     assert messages(store) == ["one", "two"]
+
+
+def test_two_shells_calling_at_once_lose_and_repeat_nothing(store: Path) -> None:
+    started(store)
+    script = (
+        'loop() { for i in $(seq 40); do storage_send crew "$1" bob "$1 $i" >/dev/null'
+        " || echo FAIL; done; }\n"
+        "loop alice & loop carol & wait\n"
+    )
+    done = bash(script, store, SYNCENGINE_BIN="/nonexistent/x")
+    assert done.returncode == 0 and "FAIL" not in done.stdout, done.stderr
+    sent = messages(store)
+    assert len(sent) == 81 and len(set(sent)) == 81
+    for sender in ("alice", "carol"):
+        assert [b for b in sent if b.startswith(sender)] == [f"{sender} {i}" for i in range(1, 41)]
