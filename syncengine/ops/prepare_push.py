@@ -169,6 +169,22 @@ def seal_local(
 _encode_string: Callable[[str], str] = json.encoder.encode_basestring
 
 
+def _judged_json(
+    verdicts: dict[str, str | None], check: Callable[[str, str], object], value: str
+) -> str | None:
+    """``value`` as a JSON string when ``check`` accepts it, else ``None``;
+    each distinct value of a chunk is judged once (the verdict is a pure
+    function of the text)."""
+    if value not in verdicts:
+        try:
+            check(value, "message")
+        except WireError:
+            verdicts[value] = None
+        else:
+            verdicts[value] = _encode_string(value)
+    return verdicts[value]
+
+
 def seal_none_chunk(
     messages: Sequence[LocalMessage], request: SyncPrepare, key: BindingKey
 ) -> list[Sealed | BlockedSeal]:
@@ -194,35 +210,13 @@ def seal_none_chunk(
     limit = min(request.max_blob_bytes, MAX_BLOB_BYTES)
     names: dict[str, str | None] = {}
     stamps: dict[str, str | None] = {}
-
-    def name_json(name: str) -> str | None:
-        try:
-            check_agent_name(name, "message.from_agent")
-        except WireError:
-            return None
-        return _encode_string(name)
-
-    def stamp_json(at: str) -> str | None:
-        try:
-            check_timestamp(at, "message.created_at")
-        except WireError:
-            return None
-        return _encode_string(at)
-
     out: list[Sealed | BlockedSeal] = []
     append = out.append
     for message, wire_id in zip(messages, ids.new_uuid4s(len(messages)), strict=True):
-        body, at = message.body, canonical_at(message.at)
-        if at in stamps:
-            stamp = stamps[at]
-        else:
-            stamp = stamps[at] = stamp_json(at)
-        sender = names.get(message.sender)
-        if sender is None and message.sender not in names:
-            sender = names[message.sender] = name_json(message.sender)
-        recipient = names.get(message.recipient)
-        if recipient is None and message.recipient not in names:
-            recipient = names[message.recipient] = name_json(message.recipient)
+        body = message.body
+        stamp = _judged_json(stamps, check_timestamp, canonical_at(message.at))
+        sender = _judged_json(names, check_agent_name, message.sender)
+        recipient = _judged_json(names, check_agent_name, message.recipient)
         data = None
         if (
             stamp is not None
