@@ -133,6 +133,8 @@ def _offer_server(op: str, store_path: str | None) -> None:
     """Start the driver server when the bash file asked for one
     (``SYNCENGINE_DRIVER_RENDEZVOUS``: no server answered this call), so the
     host's next calls skip the interpreter start (specs/store.md §10)."""
+    # The name is driver_rendezvous.RENDEZVOUS_ENV, spelled out so that a
+    # call without it (the usual one) imports nothing more.
     rendezvous = os.environ.get("SYNCENGINE_DRIVER_RENDEZVOUS")
     if not rendezvous:
         return

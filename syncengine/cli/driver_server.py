@@ -101,6 +101,7 @@ def serve(store: str, rendezvous: str, idle: float) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    mine: Rendezvous | None = None
     try:
         listener.bind(("127.0.0.1", 0))
         listener.listen(64)
@@ -131,7 +132,7 @@ def serve(store: str, rendezvous: str, idle: float) -> int:
     except _Stop:
         pass
     finally:
-        _withdraw(rendezvous, mine if "mine" in locals() else None)
+        _withdraw(rendezvous, mine)
         listener.close()
         os.close(lock_fd)
     return 0

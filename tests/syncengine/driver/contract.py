@@ -15,7 +15,6 @@ matching the exit code; record ops never print a status word.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from syncengine.cli.driver import driver_file
-from syncengine.cli.driver_rendezvous import read_rendezvous
+from syncengine.cli.driver_rendezvous import read_rendezvous, serving
 from syncengine.store import Store, StoreError
 
 REPO = Path(__file__).resolve().parents[3]
@@ -248,27 +247,18 @@ class ServedBashDriver(BashDriver):
 
 def stop_driver_servers(root: Path, wait: float = 3.0) -> None:
     """End every driver server of the stores under ``root``: each holds its
-    ``.serve.lock``; one still starting is given ``wait`` seconds to publish
-    its pid. (A server spawned after this looks leaves on its own when idle:
-    the served door sets a short idle time.)"""
+    ``.serve.lock`` (:func:`serving`); one still starting is given ``wait``
+    seconds to publish its pid. (A server spawned after this looks leaves on
+    its own when idle: the served door sets a short idle time.)"""
     for lock in root.rglob("*.serve.lock"):
+        rendezvous = str(lock).removesuffix(".lock")
         deadline = time.monotonic() + wait
-        fd = os.open(lock, os.O_RDWR)
-        try:
-            while time.monotonic() < deadline:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    pass
-                else:
-                    break  # no server holds it (any more)
-                rendezvous = read_rendezvous(str(lock).removesuffix(".lock"))
-                if rendezvous is not None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(rendezvous.pid, signal.SIGTERM)
-                time.sleep(0.05)
-        finally:
-            os.close(fd)
+        while serving(rendezvous) and time.monotonic() < deadline:
+            found = read_rendezvous(rendezvous)
+            if found is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(found.pid, signal.SIGTERM)
+            time.sleep(0.05)
 
 
 class CommandDriver(BashDriver):
