@@ -348,3 +348,16 @@ def test_two_shells_calling_at_once_lose_and_repeat_nothing(store: Path) -> None
     assert len(sent) == 81 and len(set(sent)) == 81
     for sender in ("alice", "carol"):
         assert [b for b in sent if b.startswith(sender)] == [f"{sender} {i}" for i in range(1, 41)]
+
+
+def test_a_body_of_millions_of_characters_goes_through_a_process(store: Path) -> None:
+    """Over 4,000,000 characters the file does not hand the body over: with
+    no executable to run, the call fails as a process would (missing_deps)."""
+    started(store)
+    done = bash(
+        "body=$(head -c 4000001 /dev/zero | tr '\\0' x)\nstorage_send crew alice bob \"$body\"",
+        store,
+        SYNCENGINE_BIN="/nonexistent/x",
+    )
+    assert done.returncode == 10, done.stderr
+    assert messages(store) == ["first"]
