@@ -130,20 +130,18 @@ storage__syncengine_call() {
     # $1: control|record, $2: op, $3: the op's stdin, rest: op arguments.
     # Through the store's driver server when one answers, else as a process
     # that starts one (given the rendezvous path) for the next call.
-    local kind="$1" op="$2" input="$3" rv="" code
+    local kind="$1" op="$2" input="$3" rv="" code=0
     shift 3
     # A body of millions of characters goes through a process (no copy held here).
     if [ "${#input}" -le 4000000 ] && storage__syncengine_rendezvous; then
         # `|| code=$?`: a host running under `set -e` must not stop on the
         # "not served" answer.
-        code=0
         storage__syncengine_serve "$kind" "$op" "$input" "$@" || code=$?
         [ "$code" -eq 200 ] || return "$code"
-        printf '%s' "$input" |
-            SYNCENGINE_DRIVER_RENDEZVOUS="$rv" storage__syncengine_run "$kind" "$op" "$@"
-        return
     fi
-    printf '%s' "$input" | storage__syncengine_run "$kind" "$op" "$@"
+    # An empty rendezvous (server off) asks the process for no server.
+    printf '%s' "$input" |
+        SYNCENGINE_DRIVER_RENDEZVOUS="$rv" storage__syncengine_run "$kind" "$op" "$@"
 }
 
 storage_check() { storage__syncengine_run control check "$@" </dev/null; }
