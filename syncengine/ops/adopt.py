@@ -33,11 +33,15 @@ it, never a second copy (:func:`mark_adoptable`, :func:`adopt_held_imports`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from syncengine.ops.records import SyncPullMessage
 from syncengine.store.event_log import canonical_at
 from wire.message import Message
+
+if TYPE_CHECKING:
+    # Only annotations: the engine's adoption check at the end of an idle
+    # pull never defines the Stage-1 records (issue #17, start-up).
+    from syncengine.ops.records import SyncPullMessage
 
 __all__ = [
     "adopt_held_imports",

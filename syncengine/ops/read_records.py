@@ -12,7 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from syncengine.ops.records import _bad, _fields, _seq, _wire_id, _wrap
+from syncengine.ops.record_fields import bad as _bad
+from syncengine.ops.record_fields import record_fields as _fields
+from syncengine.ops.record_fields import seq_field as _seq
+from syncengine.ops.record_fields import wire_id_field as _wire_id
+from syncengine.ops.record_fields import wrapped as _wrap
 from wire.http_v1.limits import MAX_READ_UPDATE_MEMBERS
 from wire.scalars import check_agent_name, check_uuid7, format_seq
 from wire.schema import expect_list, expect_object

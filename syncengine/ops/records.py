@@ -17,27 +17,28 @@ spelling. A failure names the line and the field and changes nothing.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from syncengine.store.errors import InvalidInput
+from syncengine.ops.record_fields import bad as _bad
+from syncengine.ops.record_fields import dump_line, parse_jsonl
+from syncengine.ops.record_fields import record_fields as _fields
+from syncengine.ops.record_fields import seq_field as _seq
+from syncengine.ops.record_fields import wire_id_field as _wire_id
+from syncengine.ops.record_fields import wrapped as _wrap
 from wire import jcs
+from wire.block_states import BlockState
 from wire.envelope import Envelope
 from wire.errors import ProfileError, WireError
 from wire.limits import ENVELOPE_VERSION, MAX_BLOB_BYTES
 from wire.message import Message
-from wire.outcome import BlockState
 from wire.scalars import (
     check_cipher,
     check_profile_key_id,
     check_timestamp,
-    check_uuid4,
     format_seq,
-    parse_seq,
 )
-from wire.schema import expect_bool, expect_int, expect_list, expect_object, expect_str
+from wire.schema import expect_bool, expect_int, expect_list, expect_str
 
 __all__ = [
     "APPLY_STATUSES",
@@ -77,84 +78,11 @@ _AGE_CIPHER = "age-v1"
 _NONE_CIPHER = "none"
 
 
-def _bad(field: str, problem: str) -> InvalidInput:
-    return InvalidInput(field, problem)
-
-
-def dump_line(obj: dict[str, Any]) -> str:
-    """One compact JSONL line, keys in the given order, UTF-8 not escaped.
-
-    Deterministic: equal objects always give equal bytes, which is what
-    makes a re-emitted reservation byte-identical.
-    """
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-
-def parse_jsonl(data: bytes, source: str = "stdin") -> Iterator[tuple[str, dict[str, Any]]]:
-    """Strict JSONL → (where, object) pairs; ``where`` names the line for errors."""
-    if not data:
-        return
-    if not data.endswith(b"\n"):
-        raise _bad(source, "input is truncated: the last line has no newline")
-    for number, line in enumerate(data.split(b"\n")[:-1], start=1):
-        where = f"{source} line {number}"
-        if line.endswith(b"\r"):
-            raise _bad(where, "carriage return before newline (use LF line endings)")
-        if not line.strip():
-            raise _bad(where, "blank line; every line must hold one JSON object")
-        try:
-            value = jcs.loads(line)
-        except WireError as exc:
-            raise _bad(where, exc.rule) from None
-        if not isinstance(value, dict):
-            raise _bad(where, "each line must be a JSON object")
-        yield where, value
-
-
-def _fields(
-    value: dict[str, Any],
-    where: str,
-    kind: str,
-    required: tuple[str, ...],
-    optional: tuple[str, ...] = (),
-) -> dict[str, Any]:
-    if value.get("type") != kind:
-        raise _bad(f"{where}.type", f"expected a {kind!r} record")
-    try:
-        return expect_object(value, where, ("type", *required), optional)
-    except WireError as exc:
-        raise _bad(exc.field, exc.rule) from None
-
-
-def _seq(value: Any, field: str, *, minimum: int = 0) -> int:
-    try:
-        number = parse_seq(value, field)
-    except WireError as exc:
-        raise _bad(exc.field, exc.rule) from None
-    if number < minimum:
-        raise _bad(field, f"must be at least {minimum}")
-    return number
-
-
-def _wire_id(value: Any, field: str) -> str:
-    try:
-        return check_uuid4(value, field)
-    except WireError as exc:
-        raise _bad(exc.field, exc.rule) from None
-
-
 def _envelope(value: Any, field: str, max_blob_bytes: int = MAX_BLOB_BYTES) -> Envelope:
     """A complete, valid envelope: the driver checks it itself (UPSTREAM §9.13:
     an empty blob once passed the driver unnoticed)."""
     try:
         return Envelope.from_obj(value, field, max_blob_bytes)
-    except WireError as exc:
-        raise _bad(exc.field, exc.rule) from None
-
-
-def _wrap(func: Any, *args: Any, **kwargs: Any) -> Any:
-    try:
-        return func(*args, **kwargs)
     except WireError as exc:
         raise _bad(exc.field, exc.rule) from None
 

@@ -38,7 +38,9 @@ from syncengine.ops.bindings import (
     sync_transaction,
 )
 from syncengine.ops.errors import StaleBinding
-from syncengine.ops.records import _bad, _fields, _seq
+from syncengine.ops.record_fields import bad as _bad
+from syncengine.ops.record_fields import record_fields as _fields
+from syncengine.ops.record_fields import seq_field as _seq
 from syncengine.ops.states import BindingState
 from syncengine.store.connection import read_transaction
 from syncengine.store.errors import Conflict, InvalidInput
