@@ -72,17 +72,18 @@ from wire.http_v1.headers import (
     require_response_protocol_version,
 )
 from wire.http_v1.members import MembersDocument
-from wire.http_v1.messages import MessageBatch, MessagePage, MessagesQuery, PushResponse
 from wire.http_v1.read_state import ReadStatePage, ReadStateRequest
 from wire.limits import MAX_BLOB_CHARS, MAX_KEY_ID_BYTES, MAX_REQUEST_BYTES, PROTOCOL_VERSION
 from wire.scalars import check_uuid7
 
 if TYPE_CHECKING:
     # Only ``connect``, ``doctor`` and ``disconnect`` ask for health, pairing
-    # or revocation, and only a refusal carries an error envelope: those
-    # documents are imported where they are read, not by every scheduled
-    # ``pull`` (start-up cost, issue #17).
+    # or revocation, only a refusal carries an error envelope, and only a
+    # pull or push with something to move parses a message page or batch:
+    # those documents are imported where they are read, not by every
+    # scheduled ``pull`` (start-up cost, issue #17).
     from wire.http_v1.health import Health
+    from wire.http_v1.messages import MessageBatch, MessagePage, PushResponse
     from wire.http_v1.pairing import PairingResponse, RevokeResponse
 
 __all__ = [
@@ -435,6 +436,8 @@ class RelayClient:
         """The rest of :meth:`post_messages` in two halves, like
         :meth:`fetch_messages`: the request with every retry happens now, the
         returned callable parses and checks the answer where it is called."""
+        from wire.http_v1.messages import PushResponse
+
         batch = encoded.batch
 
         def parse(obj: Any) -> PushResponse:
@@ -480,6 +483,8 @@ class RelayClient:
     def _messages_call(
         self, after: int, limit: int | None, max_response_bytes: int | None
     ) -> _Call[MessagePage]:
+        from wire.http_v1.messages import MessagePage, MessagesQuery
+
         query = MessagesQuery(after, limit)
         params = tuple(self._build(query.to_params))
         bound = page_response_bound(query.effective_limit, self._config, max_response_bytes)
