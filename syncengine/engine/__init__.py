@@ -21,7 +21,6 @@ from wire.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from syncengine.engine.connect import Connected, connect_store, read_token
-    from syncengine.engine.cycle import PullReport, PushReport, ReprocessReport
     from syncengine.engine.engine import Engine, EngineStatus, SyncReport
     from syncengine.engine.errors import (
         AlreadyConnected,
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
         classify,
     )
     from syncengine.engine.limits import RunSettings
+    from syncengine.engine.reports import PullReport, PushReport, ReprocessReport
     from syncengine.engine.runloop import CycleOutcome, RunLoop, StopSignal
     from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
 
@@ -44,9 +44,6 @@ _EXPORTS: dict[str, str] = {
     "Connected": "syncengine.engine.connect",
     "connect_store": "syncengine.engine.connect",
     "read_token": "syncengine.engine.connect",
-    "PullReport": "syncengine.engine.cycle",
-    "PushReport": "syncengine.engine.cycle",
-    "ReprocessReport": "syncengine.engine.cycle",
     "Engine": "syncengine.engine.engine",
     "EngineStatus": "syncengine.engine.engine",
     "SyncReport": "syncengine.engine.engine",
@@ -62,6 +59,9 @@ _EXPORTS: dict[str, str] = {
     "TokenSourceRefused": "syncengine.engine.errors",
     "classify": "syncengine.engine.errors",
     "RunSettings": "syncengine.engine.limits",
+    "PullReport": "syncengine.engine.reports",
+    "PushReport": "syncengine.engine.reports",
+    "ReprocessReport": "syncengine.engine.reports",
     "CycleOutcome": "syncengine.engine.runloop",
     "RunLoop": "syncengine.engine.runloop",
     "StopSignal": "syncengine.engine.runloop",

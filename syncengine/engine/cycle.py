@@ -29,17 +29,18 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from syncengine.engine.batching import plan_batches
+from syncengine.engine.context import CycleContext, nothing_past
 from syncengine.engine.errors import PushOversized
-from syncengine.engine.evaluation import IdentityLookup, start_evaluation
+from syncengine.engine.evaluation import start_evaluation
 from syncengine.engine.progress import Progress
-from syncengine.engine.security import SecurityHistory, WritePlan, plan_write
+from syncengine.engine.reports import PullReport, PushReport, ReprocessReport
+from syncengine.engine.security import WritePlan, plan_write
 from syncengine.engine.state import ConnectionRecord
 from syncengine.http.errors import AckContradiction, RequestTooLarge
-from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import (
     SyncPrepare,
     SyncPullCursor,
@@ -47,7 +48,6 @@ from syncengine.ops.records import (
     SyncPushAck,
     SyncPushCandidate,
 )
-from syncengine.store import Store
 from wire.http_v1.capabilities import Capabilities
 from wire.http_v1.messages import (
     Disposition,
@@ -78,77 +78,15 @@ __all__ = [
 if TYPE_CHECKING:
     from concurrent.futures import Executor, Future
 
-    from syncengine.engine.workers import Workers
-    from syncengine.http.client import EncodedBatch, RelayClient
-    from syncengine.ops.prepare_push import BlockedSeal, LocalMessage, PrepareResult, Sealed
+    from syncengine.http.client import EncodedBatch
+    from syncengine.ops.prepare_push import PrepareResult
 
 _log = logging.getLogger("syncengine.engine")
 A = TypeVar("A")
 R = TypeVar("R")
 
 
-def _no_workers(batch: int) -> Workers | None:
-    return None
-
-
-@dataclass
-class CycleContext:
-    """What every step needs; built by :class:`~syncengine.engine.engine.Engine`.
-
-    ``identity`` is called, with an epoch's key ID, at most when an age-v1
-    envelope of that epoch must be opened; the engine reads each identity
-    file once and caches the result.
-    """
-
-    store: Store
-    connection: ConnectionRecord
-    client: RelayClient
-    history: Callable[[], SecurityHistory]
-    identity: IdentityLookup
-    progress: Callable[[str], Progress]
-    #: Offered a batch size of age-v1 work; returns worker processes to do it
-    #: on, or ``None`` to do it here (see :mod:`syncengine.engine.workers`).
-    workers: Callable[[int], Workers | None] = _no_workers
-
-    def seal_all(
-        self, messages: Sequence[LocalMessage], request: SyncPrepare, key: BindingKey
-    ) -> list[Sealed | BlockedSeal] | None:
-        """prepare_push's ``seal_all``: large age-v1 chunks go to the workers."""
-        if request.cipher != "age-v1":
-            return None
-        pool = self.workers(len(messages))
-        return pool.seal(messages, request, key) if pool is not None else None
-
-    @property
-    def key(self) -> BindingKey:
-        return self.connection.key
-
-
 # -- push ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PushReport:
-    """What one push did. ``saturated`` drives the run loop's catch-up."""
-
-    limit: int
-    cipher: str | None
-    blocked_reason: str | None
-    candidates: int
-    batches: int
-    splits: int
-    stored: int
-    duplicate: int
-    sealed_blocked: int
-    push_cursor: int
-
-    @property
-    def allow_new(self) -> bool:
-        return self.cipher is not None
-
-    @property
-    def saturated(self) -> bool:
-        return self.candidates >= self.limit
 
 
 def _prepare_request(plan: WritePlan, caps: Capabilities, conn: ConnectionRecord) -> SyncPrepare:
@@ -592,17 +530,6 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
 # -- pull ---------------------------------------------------------------------------
 
 
-@dataclass
-class PullReport:
-    pages: int = 0
-    received: int = 0
-    outcomes: dict[str, int] = field(default_factory=dict)
-    transport_cursor: int = 0
-    capability_refreshes: int = 0
-    #: The read-state phase that followed (None until it ran).
-    read_state: Any = None
-
-
 def pull_all(ctx: CycleContext, page_limit: int, caps: Capabilities | None = None) -> PullReport:
     """Pull from the transport cursor until the relay has nothing more.
 
@@ -649,7 +576,7 @@ def pull_all(ctx: CycleContext, page_limit: int, caps: Capabilities | None = Non
 
     if caps is None:
         caps = client.capabilities()
-    if caps.current_seq == cursor and caps.binding.min_available_seq <= cursor + 1:
+    if nothing_past(caps, cursor):
         report.transport_cursor = cursor
         return report
     with ThreadPoolExecutor(1, thread_name_prefix="syncengine-get") as pool:
@@ -691,13 +618,6 @@ def pull_all(ctx: CycleContext, page_limit: int, caps: Capabilities | None = Non
 
 
 # -- reprocess ----------------------------------------------------------------------
-
-
-@dataclass
-class ReprocessReport:
-    pages: int = 0
-    candidates: int = 0
-    outcomes: dict[str, int] = field(default_factory=dict)
 
 
 def reprocess_all(ctx: CycleContext, page_limit: int) -> ReprocessReport:

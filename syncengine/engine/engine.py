@@ -54,8 +54,9 @@ if TYPE_CHECKING:
     # What only some commands use is imported where it is used: ``status``
     # loads no cycle and no HTTP stack, an idle ``pull`` no resync or
     # quarantine listing (start-up cost, issue #17).
-    from syncengine.engine.cycle import CycleContext, PullReport, PushReport, ReprocessReport
+    from syncengine.engine.context import CycleContext
     from syncengine.engine.read_sync import ReadStateReport
+    from syncengine.engine.reports import PullReport, PushReport, ReprocessReport
     from syncengine.engine.resync import ResyncReport
     from syncengine.engine.watched_client import WatchedClient
     from syncengine.engine.workers import Workers
@@ -113,12 +114,14 @@ class EngineStatus:
     @property
     def messages_blocked(self) -> dict[str, int]:
         """Quarantined envelopes per blocking status (none imported yet)."""
-        from syncengine.ops.quarantine import BLOCKING_STATUSES
+        # The state table the store already loaded, not the quarantine
+        # listing's module: ``status`` imports no more (issue #17, start-up).
+        from syncengine.ops.states import QUARANTINE_STATES
 
         return {
             status: count
             for status, count in sorted(self.sync.quarantine.items())
-            if status in BLOCKING_STATUSES and count
+            if count and status in QUARANTINE_STATES and QUARANTINE_STATES[status].blocking
         }
 
     @property
@@ -415,7 +418,7 @@ class Engine:
         return self._workers if self._workers.available else None
 
     def _context(self) -> CycleContext:
-        from syncengine.engine.cycle import CycleContext
+        from syncengine.engine.context import CycleContext
 
         self._refresh_epochs()
         return CycleContext(
@@ -560,10 +563,20 @@ class Engine:
     def pull(self, page_limit: int = PULL_PAGE_LIMIT) -> PullReport:
         """Pull and apply every page until the relay has nothing more, then
         take the relay's roster."""
-        from syncengine.engine.cycle import pull_all
+        from syncengine.engine.context import nothing_past, probe_pull
+        from syncengine.engine.reports import PullReport
 
         with self._recorded(pulled=True):
-            report = pull_all(self._context(), page_limit)
+            ctx = self._context()
+            cursor, caps = probe_pull(ctx)
+            if nothing_past(caps, cursor):
+                # An idle scheduled pull stops here, before the pipeline and
+                # its records are even imported (issue #17, start-up).
+                report = PullReport(transport_cursor=cursor)
+            else:
+                from syncengine.engine.cycle import pull_all
+
+                report = pull_all(ctx, page_limit, caps)
             self._finish_adoption()
             report.read_state = self._after_pull(report)
             return report

@@ -54,6 +54,17 @@ RELAY_CLIENT = (
     "wire.http_v1.messages",
     "wire.http_v1.read_state",
 )
+#: The message pipeline and its records: a pull that finds nothing past its
+#: cursor stops before importing them (the read-state phase does not need them).
+MESSAGE_PIPELINE = (
+    "syncengine.engine.cycle",
+    "syncengine.engine.batching",
+    "syncengine.engine.evaluation",
+    "syncengine.ops.records",
+    "syncengine.ops.apply_pull",
+    "wire.http_v1.messages",
+    "wire.envelope",
+)
 #: The retry loop: a relay that answers at once never brings it in.
 RETRY_LOOP = ("tenacity", "syncengine.http.retry_loop")
 #: What only other engine commands use: connect, resync, doctor, pairing, health,
@@ -198,6 +209,14 @@ def test_idle_pull_imports_no_crypto_workers_retry_loop_relay_or_other_commands(
     forbidden = (*CRYPTO, *RELAY_SERVER, *HTTPX_CLI, *WORKER_POOL, *RETRY_LOOP, *OTHER_COMMANDS)
     assert loaded_from(modules, forbidden) == []
     assert "httpx" in modules  # the harness sees the imports it is there to see
+
+
+def test_idle_pull_imports_no_message_pipeline_or_its_records(
+    connected: Machine, tmp_path: Path
+) -> None:
+    modules = imported_by("pull", "--store", str(connected.store), tmp=tmp_path)
+    assert loaded_from(modules, MESSAGE_PIPELINE) == []
+    assert "syncengine.ops.read_records" in modules  # the read-state phase still ran
 
 
 def test_idle_push_imports_no_crypto_workers_retry_loop_relay_or_other_commands(
