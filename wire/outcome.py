@@ -8,22 +8,15 @@ envelope carries no projection of its contents at all.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from wire.message import Message
+from wire.block_states import BlockState
+
+if TYPE_CHECKING:
+    from wire.message import Message
 
 __all__ = ["BlockState", "Blocked", "Importable", "OpenOutcome"]
-
-
-class BlockState(enum.StrEnum):
-    """Why an envelope cannot be imported (durable quarantine states)."""
-
-    UNSUPPORTED_CIPHER = "unsupported_cipher"
-    PENDING_KEY = "pending_key"
-    AUTHENTICATION_FAILED = "authentication_failed"
-    MALFORMED = "malformed"
-    POLICY_VIOLATION = "policy_violation"
 
 
 @dataclass(frozen=True, slots=True)

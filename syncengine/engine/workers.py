@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -200,6 +199,10 @@ _identity: dict[str, object | None] = {}
 
 
 def _initialize(connection: ConnectionRecord, engine_pid: int) -> None:
+    # Imported here, in the worker: every command that only counts its
+    # workers (``status`` included) is spared it (issue #17, start-up).
+    import signal
+
     global _connection
     # Ctrl-C reaches the whole process group; the engine decides how to stop
     # and then closes the pool, so a worker ignores it.

@@ -29,7 +29,7 @@ import functools
 from collections.abc import Mapping
 
 from syncengine.store.errors import StoreError
-from wire.outcome import BlockState
+from wire.block_states import BlockState
 
 __all__ = [
     "BINDING_TRANSITIONS",
