@@ -9,6 +9,10 @@ anchors in every round (A B A B …):
 
 * ``python -c pass`` — the interpreter alone (the floor of every command);
 * ``python -c "import sqlite3"`` — a second anchor: a bare stdlib import;
+* ``python -c "import httpx"`` — the HTTP stack alone, imported as
+  ``syncengine`` imports it (its optional CLI stood in for): no idle relay
+  command can start faster than this, so each idle side is also reported
+  as its difference to it — the part the project's own code costs;
 * ``send`` (body on stdin), ``status`` and ``inbox`` on a small store;
 * idle ``pull``, ``push`` and ``sync`` against a live relay on 127.0.0.1
   (one connected store, everything already pushed and pulled).
@@ -61,6 +65,8 @@ SEED_MESSAGES = 5
 #: The targets of issue #17: idle relay commands (wall), host commands (over ``python -c pass``).
 RELAY_TARGET_MS = "<= 150"
 LOCAL_TARGET_DELTA_MS = "<= 60"
+#: The anchor that imports the HTTP stack and nothing else.
+HTTP_STACK = "python -c 'import httpx'"
 #: The relay listens on loopback only, on a free port.
 LOOPBACK = ("--host", "127.0.0.1", "--port", "0")
 
@@ -230,6 +236,10 @@ class Setup:
 ANCHORS: dict[str, tuple[list[str], bytes]] = {
     "python -c pass": ([PYTHON, "-c", "pass"], b""),
     "python -c 'import sqlite3'": ([PYTHON, "-c", "import sqlite3"], b""),
+    HTTP_STACK: (
+        [PYTHON, "-c", "import syncengine._startup as s; s.skip_httpx_cli(); import httpx"],
+        b"",
+    ),
 }
 #: The suffix of a side run with the ``--compare`` tree's code.
 BEFORE = " [before]"
@@ -301,6 +311,15 @@ def report(samples: dict[str, list[Sample]], out: Report) -> None:
                     RELAY_TARGET_MS,
                     source="#17",
                     detail=f"cpu {cpu_ms:.1f} ms; {ratio:.2f}x python -c pass",
+                )
+            )
+            out.add(
+                Figure(
+                    f"{name} minus the HTTP stack alone",
+                    _median_delta_ms(values, wall[HTTP_STACK]),
+                    "ms",
+                    anchor=HTTP_STACK,
+                    detail="what the project's own imports, store and requests add",
                 )
             )
         elif name in ("send", "status", "inbox"):
