@@ -248,6 +248,56 @@ def _load_facts(
     return reservations, load_seq_owners(conn, binding_pk, [a.server_seq for a in acks])
 
 
+def _is_run(values: list[int]) -> bool:
+    """Whether ``values`` are ``v, v + 1, …, v + n - 1`` (one C-speed compare)."""
+    return bool(values) and values == list(range(values[0], values[0] + len(values)))
+
+
+def _plan_acks(conn: Any, binding_pk: int, acks: Sequence[SyncPushAck]) -> ReconcilePlan:
+    """:func:`plan_reconcile` of the durable facts :func:`_load_facts` reads,
+    with the answer to a fresh batch judged by whole columns.
+
+    A batch the relay stored fresh is one run twice over: positions
+    consecutive (prepare reserves in order) and sequences consecutive
+    (v1.md "POST /v1/messages": new ids take consecutive sequences). For a
+    run, the one range read of :func:`_load_facts` names exactly the acked
+    rows, so when it returns one row per ack, every one ``reserved`` with no
+    ``server_seq`` and the acks' wire IDs in order, and no row of the
+    binding holds any of the sequences, then every ack passes each check of
+    :func:`plan_reconcile` (a published reservation, its wire ID, no recorded
+    or foreign sequence, positions and sequences distinct) and the plan is
+    every ``(server_seq, position)`` in ack order, with the ``reserved``
+    ACK edge checked once as there. Anything else is planned by
+    :func:`plan_reconcile` itself from the same rows (specs/sync-stage1.md
+    §4.2; ``tests/syncengine/ops/test_reconcile_push.py`` pins both paths).
+    """
+    positions = [a.local_position for a in acks]
+    seqs = [a.server_seq for a in acks]
+    if not (_is_run(positions) and _is_run(seqs)):
+        reservations, owners = _load_facts(conn, binding_pk, acks)
+        return plan_reconcile(acks, reservations, owners)
+    rows = conn.execute(
+        "SELECT local_position, state, wire_id, server_seq FROM sync_push"
+        " WHERE binding_pk = ? AND local_position BETWEEN ? AND ? ORDER BY local_position",
+        (binding_pk, positions[0], positions[-1]),
+    ).fetchall()
+    owners = load_seq_owners(conn, binding_pk, seqs)
+    if len(rows) == len(positions) and not owners:
+        _, states, wire_ids, stored_seqs = zip(*rows, strict=True)
+        if (
+            set(states) == {ReservationState.RESERVED.value}
+            and set(stored_seqs) == {None}
+            and list(wire_ids) == [a.wire_id for a in acks]
+        ):
+            reservation_next(ReservationState.RESERVED, ReservationEvent.ACK)
+            return ReconcilePlan(tuple(zip(seqs, positions, strict=True)), ())
+    make, states_of = tuple.__new__, RESERVATION_STATES
+    reservations = {
+        row[0]: make(StoredReservation, (row[0], states_of[row[1]], row[2], row[3])) for row in rows
+    }
+    return plan_reconcile(acks, reservations, owners)
+
+
 def load_seq_owners(conn: Any, binding_pk: int, seqs: Iterable[int]) -> dict[int, str]:
     """The wire ID that already holds each of ``seqs`` in this binding, as a
     reservation or a quarantine row (one ``server_seq`` has one owner; should
@@ -283,7 +333,15 @@ _RUN_MIN = 8
 
 def _runs(acks: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:
     """``(first position, last position, server_seq - position)`` of each
-    maximal run in which both the position and the sequence go up by one."""
+    maximal run in which both the position and the sequence go up by one.
+    A fresh batch's acks are a single run, recognised by one C-speed compare."""
+    if acks:
+        seq, position = acks[0]
+        count = len(acks)
+        if list(acks) == list(
+            zip(range(seq, seq + count), range(position, position + count), strict=True)
+        ):
+            return [(position, position + count - 1, seq - position)]
     runs: list[tuple[int, int, int]] = []
     start = 0
     for index in range(1, len(acks) + 1):
@@ -339,8 +397,7 @@ def reconcile_push(
     conflicts: tuple[ConflictRow, ...] = ()
     with sync_transaction(conn, path, "reconcile.commit"):
         binding = open_binding(conn, key, now)
-        reservations, owners = _load_facts(conn, binding.pk, acks)
-        plan = plan_reconcile(acks, reservations, owners)
+        plan = _plan_acks(conn, binding.pk, acks)
         if plan.conflicts:
             # Record the contradiction durably and nothing else.
             conflicts = plan.conflicts

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from syncengine.ids import new_uuid4
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.errors import SyncCorruptState
 from syncengine.ops.records import SyncPushAck, SyncPushCandidate
 from syncengine.store import InvalidInput, Store
+from syncengine.store.connection import read_transaction
 from tests.syncengine.ops.helpers import (
     FakeRelay,
     ack,
     foreign_envelope,
+    new_key,
     prepare_none,
     pull_record,
     table,
@@ -237,3 +246,99 @@ def _ids() -> tuple[str, str]:
     from syncengine.ids import new_uuid7
 
     return new_uuid7(), new_uuid7()
+
+
+# -- the answer to a fresh batch, judged by whole columns (issue #17) ------------------
+
+
+@pytest.fixture(scope="module")
+def facts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, int, list[Any]]]:
+    """A store holding every kind of fact an ack meets: 40 reservations (the
+    first 10 acked at sequences 1..10, position 21 blocked), and two pulled
+    envelopes at sequences 50 and 51. Yields the store, the binding and the
+    candidates (``None`` at the blocked position)."""
+    key = new_key()
+    with Store(tmp_path_factory.mktemp("reconcile") / "store.db") as store:
+        store.init()
+        store.create_team("dev", ["alice", "bob"])
+        for i in range(40):
+            store.send("dev", "alice", "bob", "x" * 600 if i == 20 else f"m{i}")
+        prepared = store.sync_prepare_push(key, prepare_none(max_blob_bytes=400), 1000)
+        assert [b.message.position for b in prepared.blocked] == [21]
+        by_position: dict[int, SyncPushCandidate] = {
+            c.local_position: c for c in prepared.candidates
+        }
+        cands = [by_position.get(p) for p in range(1, 41)]
+        store.sync_reconcile_push(key, [ack(c, n + 1) for n, c in enumerate(cands[:10]) if c])
+        pulled = [pull_record(seq, *foreign_envelope(key)) for seq in (50, 51)]
+        store.sync_apply_pull(key, pulled, _cursor(51))
+        binding = store.sync_binding(key)
+        assert binding is not None
+        yield store, binding.pk, cands
+
+
+def _verdict(plan: Callable[[], object]) -> object:
+    try:
+        return plan()
+    except InvalidInput as exc:
+        return (type(exc), str(exc))
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_fresh_run_is_planned_as_plan_reconcile_plans_it(
+    facts: tuple[Store, int, list[Any]], data: st.DataObject
+) -> None:
+    """``_plan_acks`` (whole-column checks for a run of positions and
+    sequences) returns the plan, or raises the refusal, of
+    ``plan_reconcile`` over ``_load_facts`` — for runs over fresh, acked and
+    blocked positions, sequences free or held (pushed or pulled), and runs
+    broken by a swapped wire ID, a repeated ack or a shifted sequence."""
+    from syncengine.ops.reconcile_push import _load_facts, _plan_acks, plan_reconcile
+
+    store, binding_pk, cands = facts
+    # Fresh runs (positions 11..20 or 22..40, sequences from 11) half the time.
+    start = data.draw(st.sampled_from([11, 22, 30]) | st.integers(1, 40), "first position")
+    count = data.draw(st.integers(1, 41 - start), "count")
+    base = data.draw(st.sampled_from([11, 12, 60]) | st.sampled_from([1, 5, 45, 50]), "sequence")
+    disposition = data.draw(st.sampled_from(["stored", "duplicate"]))
+    acks = [
+        SyncPushAck(p, c.wire_id if c else new_uuid4(), base + n, disposition)
+        for n, (p, c) in enumerate((p, cands[p - 1]) for p in range(start, start + count))
+    ]
+    mutation = data.draw(st.just("none") | st.sampled_from(["swap", "repeat", "shift", "stranger"]))
+    at = data.draw(st.integers(0, count - 1), "mutated ack")
+    victim = acks[at]
+    if mutation == "swap":
+        other = cands[data.draw(st.integers(0, 39)) or 0]
+        acks[at] = replace(victim, wire_id=other.wire_id if other else new_uuid4())
+    elif mutation == "repeat":
+        acks.insert(at, victim)
+    elif mutation == "shift":
+        acks[at] = replace(victim, server_seq=victim.server_seq + data.draw(st.integers(1, 3)))
+    elif mutation == "stranger":
+        acks[at] = replace(victim, wire_id=new_uuid4())
+    with read_transaction(store.conn, store.path) as conn:
+        expected = _verdict(lambda: plan_reconcile(acks, *_load_facts(conn, binding_pk, acks)))
+        assert _verdict(lambda: _plan_acks(conn, binding_pk, acks)) == expected
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 30), st.integers(1, 30)), min_size=0, max_size=40).map(
+        lambda pairs: sorted(set(pairs), key=lambda p: p[1])
+    )
+)
+def test_ack_runs_spell_out_exactly_the_acks_and_are_maximal(acks: list[tuple[int, int]]) -> None:
+    """``_runs`` (one compare for a single whole run) covers the acks in
+    order, and no two neighbouring runs could be one."""
+    from syncengine.ops.reconcile_push import _runs
+
+    runs = _runs(acks)
+    spelled = [
+        (position + offset, position)
+        for first, last, offset in runs
+        for position in range(first, last + 1)
+    ]
+    assert spelled == acks
+    for (_, last, offset), (first, _, next_offset) in itertools.pairwise(runs):
+        assert not (first == last + 1 and next_offset == offset)
