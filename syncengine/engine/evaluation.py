@@ -23,14 +23,23 @@ from typing import Protocol
 from syncengine.engine.security import ReadPolicy, SecurityHistory, read_policy
 from syncengine.engine.state import ConnectionRecord
 from syncengine.ops.records import MAX_REASON_CHARS, SyncPullMessage
+from wire import none_profile
 from wire.envelope import Envelope
 from wire.http_v1.capabilities import Capabilities
-from wire.limits import MAX_BLOB_BYTES
+from wire.limits import ENVELOPE_VERSION, MAX_BLOB_BYTES
 from wire.message import Message
 from wire.outcome import Blocked, Importable
-from wire.profiles import Binding, OpenContext, open_envelope
+from wire.profiles import Binding, OpenContext, get_profile, open_envelope
 
-__all__ = ["IdentityLookup", "JudgingPool", "Pulled", "Verdict", "judge", "start_evaluation"]
+__all__ = [
+    "IdentityLookup",
+    "JudgingPool",
+    "Pulled",
+    "Verdict",
+    "judge",
+    "judge_page",
+    "start_evaluation",
+]
 
 #: (status, reason, projection): what opening one envelope amounts to.
 Verdict = tuple[str, str | None, Message | None]
@@ -114,6 +123,53 @@ def judge(
     return outcome.state.value, outcome.reason[:MAX_REASON_CHARS], None
 
 
+def judge_page(
+    page: Sequence[Pulled],
+    allowed: Sequence[frozenset[str]],
+    connection: ConnectionRecord,
+    identity: IdentityLookup,
+) -> list[Verdict]:
+    """``judge(envelope, wire_id, seq, allowed[i], connection, identity)`` for
+    each item of ``page``, in order.
+
+    A ``none`` envelope's verdict depends on nothing but the envelope and
+    its policy's cipher set: :func:`judge` builds no identity for it, and
+    :func:`~wire.profiles.open_envelope` refuses a version other than
+    ``ENVELOPE_VERSION`` or a cipher outside the set, then hands it to the
+    ``none`` profile, which refuses a non-null ``key_id`` and opens the
+    blob under :data:`~wire.limits.MAX_BLOB_BYTES`. So the page's ``none``
+    envelopes that pass those envelope rules are opened together by
+    :func:`~wire.none_profile.open_canonical_page` (the very messages
+    ``open`` imports, every plaintext rule applied); any it does not plainly
+    accept, and every other envelope, go through :func:`judge` one by one,
+    which gives each blocking verdict its reason (v1.md "Pull state layers").
+    """
+    plain = (
+        [
+            index
+            for index, (item, ciphers) in enumerate(zip(page, allowed, strict=True))
+            if item[3].cipher == none_profile.CIPHER
+            and item[3].v == ENVELOPE_VERSION
+            and item[3].key_id is None
+            and item[3].blob_data
+            and none_profile.CIPHER in ciphers
+        ]
+        if get_profile(none_profile.CIPHER) is none_profile.PROFILE
+        else []
+    )
+    verdicts: list[Verdict | None] = [None] * len(page)
+    opened = none_profile.open_canonical_page([page[i][3].blob_data for i in plain], MAX_BLOB_BYTES)
+    for index, message in zip(plain, opened, strict=True):
+        if message is not None:
+            verdicts[index] = ("importable", None, message)
+    return [
+        verdict
+        if verdict is not None
+        else judge(item[3], item[1], item[0], ciphers, connection, identity)
+        for item, ciphers, verdict in zip(page, allowed, verdicts, strict=True)
+    ]
+
+
 #: What both histories bisect on to find the entry effective at a sequence
 #: (:meth:`Capabilities.policy_at`, :meth:`SecurityHistory.at`).
 _BOUNDARY = attrgetter("effective_from_seq")
@@ -184,10 +240,9 @@ def start_evaluation(
     def finish() -> list[SyncPullMessage]:
         verdicts = pending() if pending is not None else None
         if verdicts is None:
-            verdicts = [
-                judge(item[3], item[1], item[0], policy.allowed_ciphers, connection, identity)
-                for item, policy in zip(page, policies, strict=True)
-            ]
+            verdicts = judge_page(
+                page, [policy.allowed_ciphers for policy in policies], connection, identity
+            )
         return [
             SyncPullMessage(
                 seq,
