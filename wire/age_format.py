@@ -31,6 +31,7 @@ rule and never include key material or plaintext.
 from __future__ import annotations
 
 import binascii
+import hashlib
 import hmac
 import os
 import re
@@ -87,6 +88,8 @@ _NONCE_BYTES = 16
 _MAC_BYTES = 32
 _BODY_COLUMNS = 64
 _ZERO_NONCE = bytes(12)
+_FIRST_LAST_NONCE = bytes(11) + b"\x01"
+_b2a_base64 = binascii.b2a_base64
 
 _GREASE_TAG = re.compile(rb"[!-~]{1,8}-grease")
 _VCHAR = re.compile(rb"[!-~]+")
@@ -147,6 +150,34 @@ def _b64decode_unpadded(text: bytes, field: str) -> bytes:
 # --- key derivation ---------------------------------------------------------
 
 
+# HMAC's pads (RFC 2104) as byte-translation tables: ``key.translate(_IPAD)``
+# XORs every byte of a block-sized key with 0x36 in one C call.
+_IPAD = bytes(b ^ 0x36 for b in range(256))
+_OPAD = bytes(b ^ 0x5C for b in range(256))
+_BLOCK = 64  # SHA-256's block size in bytes
+_sha256 = hashlib.sha256
+# HKDF-Expand's first (and, for 32 bytes, only) block is HMAC(prk, info || 0x01).
+_X25519_EXPAND = X25519_INFO + b"\x01"
+_HEADER_EXPAND = b"header\x01"
+_PAYLOAD_EXPAND = b"payload\x01"
+
+
+def _hmac_sha256(key: bytes, message: bytes) -> bytes:
+    """HMAC-SHA-256 (RFC 2104) over two OpenSSL SHA-256 one-shots.
+
+    The same bytes as ``hmac.digest(key, message, "sha256")`` (a property
+    test holds them equal, for keys shorter than, equal to and longer than
+    the 64-byte block), but ``hmac.digest`` looks the digest up by name in
+    OpenSSL on every call and costs about 3 µs; this costs about 2 µs, and
+    an age-v1 seal computes 5 + 2 × recipients HMACs.
+    """
+    if len(key) > _BLOCK:
+        key = _sha256(key).digest()
+    block = key.ljust(_BLOCK, b"\x00")
+    inner = _sha256(block.translate(_IPAD) + message).digest()
+    return _sha256(block.translate(_OPAD) + inner).digest()
+
+
 def _hkdf(ikm: bytes, salt: bytes, info: bytes) -> bytes:
     """HKDF-SHA-256 (RFC 5869) of 32 bytes: extract, then one expand block.
 
@@ -156,12 +187,12 @@ def _hkdf(ikm: bytes, salt: bytes, info: bytes) -> bytes:
     An empty salt is the RFC's default: HMAC pads any key shorter than its
     block with zeros, so ``b""`` and 32 zero bytes are the same key.
     """
-    prk = hmac.digest(salt, ikm, "sha256")
-    return hmac.digest(prk, info + b"\x01", "sha256")
+    return _hmac_sha256(_hmac_sha256(salt, ikm), info + b"\x01")
 
 
 def _header_mac(file_key: bytes, mac_input: bytes) -> bytes:
-    return hmac.digest(_hkdf(file_key, b"", b"header"), mac_input, "sha256")
+    """The header MAC: HMAC-SHA-256 keyed by HKDF(file_key, "", "header")."""
+    return _hmac_sha256(_hmac_sha256(_hmac_sha256(b"", file_key), _HEADER_EXPAND), mac_input)
 
 
 # --- header grammar ---------------------------------------------------------
@@ -333,15 +364,26 @@ def _stream_decrypt(key: bytes, payload: memoryview) -> bytes:
 # --- files ----------------------------------------------------------------------
 
 
-def _wrap(file_key: bytes, recipient: X25519Recipient) -> Stanza:
+def _wrap_key(file_key: bytes, recipient: X25519Recipient) -> tuple[bytes, bytes]:
+    """Wrap the file key to one recipient: ``(ephemeral share, stanza body)``.
+
+    age-encryption.org/v1 "X25519 recipient stanza": a fresh ephemeral key
+    per stanza, wrap key = HKDF(shared, share || recipient, X25519 info),
+    body = ChaCha20-Poly1305 of the file key under a zero nonce.
+    """
     # Ephemeral scalar straight from the OS CSPRNG: same distribution as
     # generate() (the key is clamped on use), but OpenSSL's keygen path costs
     # roughly 40% more here, and seal is dominated by these two X25519 ops.
     ephemeral = X25519PrivateKey.from_private_bytes(os.urandom(32))
     share = ephemeral.public_key().public_bytes_raw()
     shared = ephemeral.exchange(recipient.public_key())
-    wrap_key = _hkdf(shared, share + recipient.public_bytes, X25519_INFO)
-    body = ChaCha20Poly1305(wrap_key).encrypt(_ZERO_NONCE, file_key, None)
+    prk = _hmac_sha256(share + recipient.public_bytes, shared)
+    wrap_key = _hmac_sha256(prk, _X25519_EXPAND)
+    return share, ChaCha20Poly1305(wrap_key).encrypt(_ZERO_NONCE, file_key, None)
+
+
+def _wrap(file_key: bytes, recipient: X25519Recipient) -> Stanza:
+    share, body = _wrap_key(file_key, recipient)
     return Stanza(X25519_TAG, (_b64encode_unpadded(share).decode("ascii"),), body)
 
 
@@ -360,15 +402,39 @@ def _unwrap(stanza: Stanza, identity: X25519Identity) -> bytes | None:
 
 
 def encrypt(plaintext: bytes, recipients: Sequence[X25519Recipient]) -> bytes:
-    """Encrypt to every recipient (1–256) as one binary age v1 file."""
+    """Encrypt to every recipient (1–256) as one binary age v1 file.
+
+    Each X25519 stanza is written directly as the bytes :func:`encode_stanza`
+    gives for it (a test holds them equal): a 32-byte share and a 32-byte
+    body are 43 unpadded base64 characters each, so the body is one short
+    line and needs no wrapping loop.
+    """
     if not 1 <= len(recipients) <= MAX_X25519_STANZAS:
         raise AgeFormatError("recipients", "between 1 and 256 X25519 recipients are required")
     file_key = os.urandom(_FILE_KEY_BYTES)
-    stanzas = b"".join(encode_stanza(_wrap(file_key, r)) for r in recipients)
-    mac_input = VERSION_LINE + stanzas + b"---"
+    parts = [VERSION_LINE]
+    for recipient in recipients:
+        share, body = _wrap_key(file_key, recipient)
+        # b2a_base64 of 32 bytes is 43 characters and one "=": drop the "=".
+        parts += (
+            b"-> X25519 ",
+            _b2a_base64(share, newline=False)[:43],
+            b"\n",
+            _b2a_base64(body, newline=False)[:43],
+            b"\n",
+        )
+    parts.append(b"---")
+    mac_input = b"".join(parts)
     mac = _header_mac(file_key, mac_input)
     nonce = os.urandom(_NONCE_BYTES)
-    chunks = _stream_encrypt(_hkdf(file_key, nonce, b"payload"), plaintext)
+    payload_key = _hmac_sha256(_hmac_sha256(nonce, file_key), _PAYLOAD_EXPAND)
+    if len(plaintext) <= CHUNK_SIZE:
+        # One chunk, the last: counter 0, flag 1 (what _stream_encrypt writes).
+        chunk = ChaCha20Poly1305(payload_key).encrypt(_FIRST_LAST_NONCE, plaintext, None)
+        return b"".join(
+            (mac_input, b" ", _b2a_base64(mac, newline=False)[:43], b"\n", nonce, chunk)
+        )
+    chunks = _stream_encrypt(payload_key, plaintext)
     return b"".join((mac_input, b" ", _b64encode_unpadded(mac), b"\n", nonce, *chunks))
 
 

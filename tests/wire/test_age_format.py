@@ -3,6 +3,10 @@ age-v1-profile.md "Outer envelope"; bounds in specs/age-v1.md)."""
 
 from __future__ import annotations
 
+import hmac
+import os
+import random
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -10,7 +14,7 @@ from hypothesis import strategies as st
 from tests.wire.age_craft import craft, stanza
 from wire import age_format as af
 from wire.age_format import AgeDecryptError, AgeFormatError
-from wire.age_keys import X25519Identity
+from wire.age_keys import X25519Identity, X25519Recipient
 from wire.errors import WireError
 
 ALICE = X25519Identity.generate()
@@ -52,6 +56,63 @@ def test_header_has_one_x25519_stanza_per_recipient() -> None:
     header = af.parse_header(af.encrypt(b"x", recipients))
     assert len(header.x25519_stanzas) == 5
     assert len(header.stanzas) == 5
+
+
+IDENTITIES = [X25519Identity.generate() for _ in range(4)]
+
+
+def _reference_encrypt(plaintext: bytes, recipients: list[X25519Recipient]) -> bytes:
+    """The writer as the spec composes it: Stanza objects through encode_stanza,
+    HKDF for each key, STREAM for every chunk; no direct-bytes shortcuts."""
+    file_key = os.urandom(16)
+    stanzas = b"".join(af.encode_stanza(af._wrap(file_key, r)) for r in recipients)
+    mac_input = af.VERSION_LINE + stanzas + b"---"
+    mac = hmac.digest(af._hkdf(file_key, b"", b"header"), mac_input, "sha256")
+    nonce = os.urandom(16)
+    chunks = af._stream_encrypt(af._hkdf(file_key, nonce, b"payload"), plaintext)
+    return mac_input + b" " + af._b64encode_unpadded(mac) + b"\n" + nonce + b"".join(chunks)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    seed=st.integers(min_value=0, max_value=2**32),
+    size=st.sampled_from([0, 1, 1024, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 7]),
+    count=st.integers(min_value=1, max_value=4),
+)
+def test_encrypt_writes_the_reference_bytes_for_the_same_randomness(
+    monkeypatch: pytest.MonkeyPatch, seed: int, size: int, count: int
+) -> None:
+    """The fast writer (stanza bytes written directly, one-chunk payload path,
+    hashlib HMAC) equals the reference composition byte for byte when both
+    draw the same OS randomness: the age-v1 file format is unchanged."""
+    plaintext = bytes(i % 251 for i in range(size))
+    recipients = [i.recipient for i in IDENTITIES[:count]]
+    outputs = []
+    for writer in (af.encrypt, _reference_encrypt):
+        monkeypatch.setattr(af.os, "urandom", random.Random(seed).randbytes)
+        outputs.append(writer(plaintext, recipients))
+    monkeypatch.undo()
+    assert outputs[0] == outputs[1]
+    assert af.decrypt(outputs[0], IDENTITIES[count - 1]) == plaintext
+    header = af.parse_header(outputs[0])
+    assert (
+        header.mac_input
+        == af.VERSION_LINE + b"".join(af.encode_stanza(s) for s in header.stanzas) + b"---"
+    )
+
+
+@given(st.binary(max_size=200), st.binary(max_size=300))
+def test_hmac_equals_the_standard_library_for_any_key_length(key: bytes, message: bytes) -> None:
+    """Keys shorter than, equal to and longer than SHA-256's 64-byte block."""
+    assert af._hmac_sha256(key, message) == hmac.digest(key, message, "sha256")
+
+
+def test_header_mac_is_hmac_under_the_hkdf_header_key() -> None:
+    file_key, mac_input = os.urandom(16), b"age-encryption.org/v1\n---"
+    expected = hmac.digest(af._hkdf(file_key, b"", b"header"), mac_input, "sha256")
+    assert af._header_mac(file_key, mac_input) == expected
 
 
 def test_encrypt_refuses_zero_recipients() -> None:
