@@ -34,6 +34,7 @@ echoes ``after``; at most ``limit`` messages; ``has_more`` only on a full page
 
 from __future__ import annotations
 
+import binascii
 import enum
 import re
 from collections.abc import Iterable, Sequence
@@ -43,7 +44,7 @@ from json.encoder import encode_basestring as _encode_string
 from operator import itemgetter
 from typing import Any
 
-from wire.envelope import Envelope, decode_blob
+from wire.envelope import Envelope
 from wire.errors import SchemaError
 from wire.http_v1.binding import BINDING_MEMBERS, ResponseBinding
 from wire.http_v1.body import encode_body
@@ -549,7 +550,8 @@ def _fast_pulled(item: Any, max_blob_bytes: int, seen: _PageScalars) -> PulledMe
     the same UUIDv4, timestamp, cipher and key_id checks (a repeated value
     judged once, see :class:`_PageScalars`); a closed envelope object with an
     integer ``v`` in 0..2^32−1 and a blob :func:`~wire.envelope.decode_blob`
-    accepts. It builds the very values ``from_obj`` builds.
+    accepts (:func:`_canonical_blob`). It builds the very values ``from_obj``
+    builds.
     """
     if type(item) is not dict or not item.keys() >= _PULLED_MEMBERS:
         return None
@@ -585,10 +587,38 @@ def _fast_pulled(item: Any, max_blob_bytes: int, seen: _PageScalars) -> PulledMe
         if key_id is not None and key_id not in seen.key_ids:
             check_key_id(key_id, "key_id")
             seen.key_ids.add(key_id)
-        data = decode_blob(blob, "blob", max_blob_bytes)
     except SchemaError:
         return None
+    data = _canonical_blob(blob, max_blob_bytes)
+    if data is None:
+        return None
     return PulledMessage(int(text), message_id, received, Envelope(v, cipher, key_id, blob, data))
+
+
+def _canonical_blob(text: str, max_blob_bytes: int) -> bytes | None:
+    """``decode_blob(text, "blob", max_blob_bytes)`` when it accepts, else
+    ``None`` — in two C calls instead of its rule-by-rule checks.
+
+    Canonical padded base64 (v1.md "Message representation") gives each
+    byte string exactly one text, the one the encoder writes: so a text the
+    strict decoder reads whose bytes re-encode to that very text has the
+    right length, padding and zero unused bits, which is all
+    :func:`~wire.envelope.decode_blob` checks besides the alphabet (the
+    strict decoder's) and the size bounds (checked here, the text's before
+    any decoding, as there). Whatever fails goes to ``from_obj``, which
+    names the rule.
+    """
+    limit = min(max_blob_bytes, MAX_BLOB_BYTES)
+    if not text or len(text) > 4 * ((limit + 2) // 3) or not text.isascii():
+        return None
+    raw = text.encode("ascii")
+    try:
+        data = binascii.a2b_base64(raw, strict_mode=True)
+    except binascii.Error:
+        return None
+    if len(data) > limit or binascii.b2a_base64(data, newline=False) != raw:
+        return None
+    return data
 
 
 def _parse_pulled(items: Sequence[Any], at: str, max_blob_bytes: int) -> tuple[PulledMessage, ...]:
