@@ -219,19 +219,86 @@ def _checked_binding(binding: Binding | None) -> Binding:
     return binding
 
 
+# Placeholders that only fill the slots of build_context's output that the
+# callers below slice away; they are valid, so build_context never refuses them.
+_SLOT_UUID4 = "00000000-0000-4000-8000-000000000000"
+_SLOT_UUID7 = "00000000-0000-7000-8000-000000000000"
+_SLOT_KEY_ID = "k"
+#: build_context's layout: u32 version (4) ‖ team_id (16) ‖ wire_id (16) ‖ the rest.
+_TEAM_END = 20
+_WIRE_END = 36
+
+
+@functools.lru_cache(maxsize=256, typed=True)
+def _team_head(protocol_version: int, team_id: str) -> bytes | None:
+    """``u32 version ‖ team_id`` of a context, or ``None`` if either is invalid.
+
+    Cached (typed, so ``True`` is not taken for ``1``): a store seals for one
+    team and version, and both are plain immutable values, so a hit is the
+    same answer a recomputation would give. ``None`` only sends the caller
+    to :func:`_checked_binding`, which names the broken rule.
+    """
+    if isinstance(protocol_version, bool) or not isinstance(protocol_version, int):
+        return None
+    if not 0 <= protocol_version <= 2**32 - 1:
+        return None
+    try:
+        check_uuid7(team_id, "binding.team_id")
+    except ScalarError:
+        return None
+    context = build_context(protocol_version, team_id, _SLOT_UUID4, CIPHER, _SLOT_KEY_ID)
+    return context[:_TEAM_END]
+
+
+@functools.lru_cache(maxsize=256)
+def _context_tail(key_id: str) -> bytes:
+    """The context bytes after the wire ID (cipher and key_id, length-prefixed),
+    for a key_id the manifest has already admitted; cached per epoch."""
+    context = build_context(0, _SLOT_UUID7, _SLOT_UUID4, CIPHER, key_id)
+    return context[_WIRE_END:]
+
+
+def _seal_binding_head(binding: Binding | None) -> bytes:
+    """The first 36 context bytes of a seal, enforcing :func:`_checked_binding`'s rules.
+
+    Profile "Canonical authenticated binding context": the same bytes
+    :func:`~wire.age_frame.build_context` writes (a property test holds them
+    equal). The team part is cached; the wire ID, new for every message, is
+    checked (UUIDv4) and converted each time. On any doubt the full check
+    runs and raises exactly the error it always raised, in its order.
+    """
+    if binding is not None:
+        try:
+            head = _team_head(binding.protocol_version, binding.team_id)
+        except TypeError:  # an unhashable field: the full check names it
+            head = None
+        wire_id = binding.wire_id
+        if head is not None and isinstance(wire_id, str):
+            try:
+                check_uuid4(wire_id, "binding.wire_id")
+            except ScalarError:
+                pass
+            else:
+                return head + bytes.fromhex(wire_id.replace("-", ""))
+    checked = _checked_binding(binding)
+    context = build_context(
+        checked.protocol_version, checked.team_id, checked.wire_id, CIPHER, _SLOT_KEY_ID
+    )
+    return context[:_WIRE_END]  # pragma: no cover - the fast path admits every valid binding
+
+
 class AgeV1Profile:
     """The registered ``age-v1`` profile object."""
 
     name = CIPHER
 
     def seal(self, message: Message, params: SealParams) -> Envelope:
-        binding = _checked_binding(params.binding)
+        # The checks run in the documented order: binding, key_id, manifest.
+        head = _seal_binding_head(params.binding)
         if params.key_id is None:
             raise ProfileError("key_id", "age-v1 requires the epoch key_id")
         manifest = EpochManifest.from_strings(params.key_id, params.recipients)
-        context = build_context(
-            binding.protocol_version, binding.team_id, binding.wire_id, CIPHER, manifest.key_id
-        )
+        context = head + _context_tail(manifest.key_id)
         frame = encode_frame(context, message.to_jcs())
         data = age_format.encrypt(frame, manifest.recipients)
         limit = min(params.max_blob_bytes, MAX_BLOB_BYTES)

@@ -480,3 +480,104 @@ def test_manifest_refuses_non_string_recipients_naming_the_index() -> None:
     with pytest.raises(ProfileError) as caught:
         EpochManifest.from_strings("epoch-1", [RECIPIENTS[0], {"x": 1}])  # type: ignore[list-item]
     assert caught.value.field == "recipients[1]"
+
+
+# --- the seal's cached binding context (issue #17) ----------------------------
+
+_HEX = "0123456789abcdef"
+
+
+def _uuid(version: str) -> st.SearchStrategy[str]:
+    def spell(digits: str, variant: str) -> str:
+        raw = digits[:12] + version + digits[12:15] + variant + digits[15:30]
+        return f"{raw[:8]}-{raw[8:12]}-{raw[12:16]}-{raw[16:20]}-{raw[20:]}"
+
+    return st.builds(spell, st.text(_HEX, min_size=30, max_size=30), st.sampled_from("89ab"))
+
+
+_KEY_IDS = st.from_regex(r"[a-z0-9][a-z0-9._-]{0,63}", fullmatch=True)
+_VERSIONS = st.integers(min_value=0, max_value=2**32 - 1)
+
+
+@given(team=_uuid("7"), wire=_uuid("4"), version=_VERSIONS, key_id=_KEY_IDS)
+def test_the_seal_context_equals_build_context_for_any_valid_binding(
+    team: str, wire: str, version: int, key_id: str
+) -> None:
+    """The cached team part and per-epoch tail never stand in for another
+    binding's bytes: every (team, wire, version, key_id) gets its own context."""
+    head = age_profile._seal_binding_head(Binding(team, wire, version))
+    assert head + age_profile._context_tail(key_id) == build_context(
+        version, team, wire, "age-v1", key_id
+    )
+
+
+_ODD_IDS = st.one_of(
+    _uuid("7"),
+    _uuid("4"),
+    st.just(TEAM.upper()),
+    st.just(TEAM + " "),
+    st.text(max_size=40),
+    st.none(),
+    st.integers(),
+    st.lists(st.integers(), max_size=2),
+)
+_ODD_VERSIONS = st.one_of(
+    _VERSIONS,
+    st.integers(),
+    st.booleans(),
+    st.floats(allow_nan=False),
+    st.just("1"),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+def _outcome(check: object, binding: Binding) -> object:
+    try:
+        value = check(binding)  # type: ignore[operator]
+    except ProfileError as exc:
+        return ("refused", exc.field, exc.rule)
+    return ("accepted", value is not None)
+
+
+@given(team=_ODD_IDS, wire=_ODD_IDS, version=_ODD_VERSIONS)
+def test_the_seal_context_refuses_exactly_what_the_binding_check_refuses(
+    team: object, wire: object, version: object
+) -> None:
+    """Same refusal (field and rule, in the check's own order) or both accept,
+    whatever the cache already holds for an equal-looking value."""
+    binding = Binding(team, wire, version)  # type: ignore[arg-type]
+    assert _outcome(age_profile._seal_binding_head, binding) == _outcome(
+        age_profile._checked_binding, binding
+    )
+
+
+def test_a_cached_version_1_is_not_taken_for_true() -> None:
+    seal(MESSAGE, "age-v1", PARAMS)  # caches (1, TEAM)
+    with pytest.raises(ProfileError, match="unsigned 32-bit"):
+        seal(MESSAGE, "age-v1", dataclasses.replace(PARAMS, binding=Binding(TEAM, WIRE, True)))
+
+
+def test_consecutive_seals_each_bind_their_own_team_wire_id_version_and_epoch() -> None:
+    other_team = "018f3f7e-0000-7000-8000-000000000002"
+    other_wire = "550e8400-e29b-41d4-a716-446655440001"
+    cases = [
+        (TEAM, WIRE, 1, "epoch-1"),
+        (other_team, WIRE, 1, "epoch-1"),
+        (TEAM, other_wire, 1, "epoch-1"),
+        (TEAM, WIRE, 2, "epoch-1"),
+        (TEAM, WIRE, 1, "epoch-2"),
+        (TEAM, WIRE, 1, "epoch-1"),
+    ]
+    for team, wire, version, key_id in cases:
+        params = SealParams(
+            binding=Binding(team, wire, version), key_id=key_id, recipients=RECIPIENTS
+        )
+        envelope = seal(MESSAGE, "age-v1", params)
+        received, _ = split_frame(age_format.decrypt(envelope.blob_bytes(), ALICE))
+        assert received == build_context(version, team, wire, "age-v1", key_id)
+        ctx = OpenContext(
+            binding=Binding(team, wire, version),
+            trusted_key_id=key_id,
+            identities={key_id: ALICE},
+        )
+        assert open_envelope(envelope, ctx) == Importable(MESSAGE)
