@@ -480,9 +480,15 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
     total = _SendTally()
     candidates_seen = blocked_seen = 0
     progress = ctx.progress("push")
-    progress.total = _pending(ctx)
     with ThreadPoolExecutor(1, thread_name_prefix="syncengine-post") as pool:
-        caps = ctx.client.capabilities()
+        # The first preflight is on the wire (on the relay thread, like every
+        # relay call of the drain) while this thread counts the progress total
+        # and loads the prepare step, which the preflight's answer waits for.
+        first = pool.submit(ctx.client.capabilities)
+        progress.total = _pending(ctx)
+        import syncengine.ops.prepare_push  # noqa: F401
+
+        caps = first.result()
         plan, request = _plan(ctx, caps)
         prepared = ctx.store.sync_prepare_push(ctx.key, request, limit, seal_all=ctx.seal_all)
         planned: list[PlannedBatch] | None = None
@@ -506,6 +512,9 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
                         ctx.key, request, limit, after, seal_all=ctx.seal_all
                     )
                     nxt.append((ready, encode_ahead(ctx, ready.candidates)))
+                    # Loaded while the first POST is still on the wire, not
+                    # after its answer (later rounds: a lookup in sys.modules).
+                    import syncengine.ops.reconcile_push  # noqa: F401
 
                 overlap = Overlap(pool, prepare_next, follow=ctx.client.capabilities)
                 tally = send_batches(
