@@ -621,11 +621,86 @@ def _canonical_blob(text: str, max_blob_bytes: int) -> bytes | None:
     return data
 
 
+#: A pulled element's and its envelope's members, read in one call each.
+_PULLED_GETTER = itemgetter("server_seq", "id", "server_received_at", "envelope")
+_ENVELOPE_GETTER = itemgetter("v", "cipher", "key_id", "blob")
+
+
+def _pulled_by_column(
+    items: Sequence[Any], max_blob_bytes: int
+) -> tuple[PulledMessage, ...] | None:
+    """A page's elements when every one passes every rule of
+    :meth:`PulledMessage.from_obj`, judged column by column at C speed;
+    ``None`` when any might not (the caller then goes element by element,
+    which names the first refusal).
+
+    The rules are the per-element parse's (v1.md "GET
+    /v1/messages?after=<team_seq>"): an object holding the four members
+    (others allowed); a sequence :func:`parse_seq`
+    accepts that is at least 1 (the column matched as one text, one per
+    line — a line count equal to the number of elements proves no sequence
+    held a line break — and the 64-bit bound checked on the integers); an
+    ``id`` :func:`check_uuid4` accepts; each distinct receipt time, cipher
+    and ``key_id`` through its own check once (the verdict is a function
+    of the text); an envelope object of exactly its four members, ``v`` an
+    ``int`` in 0..2^32−1, a string or null ``key_id``, and a blob
+    :func:`_canonical_blob` accepts. It builds the very values ``from_obj``
+    builds.
+    """
+    if not items or set(map(type, items)) != {dict}:
+        return None
+    try:
+        seqs, ids, received, envelopes = zip(*map(_PULLED_GETTER, items), strict=True)
+        if set(map(type, envelopes)) != {dict} or set(map(len, envelopes)) != {4}:
+            return None
+        vs, ciphers, key_ids, blobs = zip(*map(_ENVELOPE_GETTER, envelopes), strict=True)
+    except KeyError:
+        return None
+    if (
+        {*map(type, seqs), *map(type, ids), *map(type, received), *map(type, ciphers)} != {str}
+        or set(map(type, blobs)) != {str}
+        or set(map(type, vs)) != {int}
+        or not {*map(type, key_ids)} <= {str, type(None)}
+        or min(vs) < 0
+        or max(vs) > _U32_MAX
+    ):
+        return None
+    lines = "\n".join(seqs)
+    if lines.count("\n") != len(seqs) - 1 or _SEQ_LINES.fullmatch(lines) is None:
+        return None
+    numbers = list(map(int, seqs))
+    if max(numbers) > MAX_SEQ:
+        return None
+    try:
+        for _ in map(check_uuid4, ids, repeat("id")):
+            pass
+        for text in set(received):
+            check_timestamp(text, "server_received_at")
+        for cipher in set(ciphers):
+            check_cipher(cipher, "cipher")
+        for key_id in set(key_ids) - {None}:
+            check_key_id(key_id, "key_id")
+    except SchemaError:
+        return None
+    checked = list(map(_canonical_blob, blobs, repeat(max_blob_bytes)))
+    data = [blob for blob in checked if blob is not None]
+    if len(data) != len(checked):
+        return None
+    return tuple(
+        map(PulledMessage, numbers, ids, received, map(Envelope, vs, ciphers, key_ids, blobs, data))
+    )
+
+
 def _parse_pulled(items: Sequence[Any], at: str, max_blob_bytes: int) -> tuple[PulledMessage, ...]:
     """Every element of a page's ``messages`` as :meth:`PulledMessage.from_obj`
-    parses it — through :func:`_fast_pulled` when it accepts, else through
-    ``from_obj`` under the element's own path (``at[index]``), which is
-    where any error is raised."""
+    parses it — by whole columns when every element passes
+    (:func:`_pulled_by_column`), else one by one: through
+    :func:`_fast_pulled` when it accepts, else through ``from_obj`` under
+    the element's own path (``at[index]``), which is where any error is
+    raised."""
+    whole = _pulled_by_column(items, max_blob_bytes)
+    if whole is not None:
+        return whole
     seen = _PageScalars()
     parsed = []
     for index, item in enumerate(items):
