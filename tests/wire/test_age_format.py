@@ -73,6 +73,22 @@ def _reference_encrypt(plaintext: bytes, recipients: list[X25519Recipient]) -> b
     return mac_input + b" " + af._b64encode_unpadded(mac) + b"\n" + nonce + b"".join(chunks)
 
 
+class _RandomStream:
+    """A seeded byte stream standing in for os.urandom: one read of a + b
+    bytes gives what a read of a and then a read of b give, so a writer may
+    draw its randomness in one call or several and still be compared."""
+
+    def __init__(self, seed: int) -> None:
+        self._data = random.Random(seed).randbytes(4096)
+        self._pos = 0
+
+    def read(self, size: int) -> bytes:
+        out = self._data[self._pos : self._pos + size]
+        assert len(out) == size, "the stand-in stream ran out"
+        self._pos += size
+        return out
+
+
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -91,7 +107,7 @@ def test_encrypt_writes_the_reference_bytes_for_the_same_randomness(
     recipients = [i.recipient for i in IDENTITIES[:count]]
     outputs = []
     for writer in (af.encrypt, _reference_encrypt):
-        monkeypatch.setattr(af.os, "urandom", random.Random(seed).randbytes)
+        monkeypatch.setattr(af.os, "urandom", _RandomStream(seed).read)
         outputs.append(writer(plaintext, recipients))
     monkeypatch.undo()
     assert outputs[0] == outputs[1]
@@ -107,6 +123,17 @@ def test_encrypt_writes_the_reference_bytes_for_the_same_randomness(
 def test_hmac_equals_the_standard_library_for_any_key_length(key: bytes, message: bytes) -> None:
     """Keys shorter than, equal to and longer than SHA-256's 64-byte block."""
     assert af._hmac_sha256(key, message) == hmac.digest(key, message, "sha256")
+
+
+@given(st.binary(max_size=100), st.binary(max_size=80), st.binary(max_size=40))
+def test_derive_key_is_hkdf_with_the_first_expand_block(
+    salt: bytes, ikm: bytes, info: bytes
+) -> None:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    expected = HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=info).derive(ikm)
+    assert af._derive_key(salt, ikm, info + b"\x01") == expected
 
 
 def test_header_mac_is_hmac_under_the_hkdf_header_key() -> None:
