@@ -413,6 +413,12 @@ def _wrap_key(file_key: bytes, recipient: X25519Recipient, secret: bytes) -> tup
 
 
 def _wrap(file_key: bytes, recipient: X25519Recipient) -> Stanza:
+    """One X25519 stanza as an object, with its own fresh ephemeral secret.
+
+    :func:`encrypt` writes stanza bytes directly; this is the reference
+    composition (with :func:`encode_stanza`) the tests craft files from and
+    compare :func:`encrypt` against.
+    """
     share, body = _wrap_key(file_key, recipient, os.urandom(32))
     return Stanza(X25519_TAG, (_b64encode_unpadded(share).decode("ascii"),), body)
 
