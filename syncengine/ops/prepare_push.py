@@ -31,7 +31,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from syncengine import ids
 from syncengine.crash import crash_point
@@ -278,8 +278,12 @@ def plan_publish(
     our private wire ID is abandoned and the stored one is emitted instead
     (the caller re-reads it). A private wire ID already used by a pulled
     envelope is abandoned too (the position is sealed again next call), so
-    wire IDs stay unique within the binding.
+    wire IDs stay unique within the binding. A chunk meeting none of these
+    cases (no stored row, no used wire ID, nothing blocked) is planned by
+    :func:`_plan_fresh` (message-synchronization.md "Prepare push").
     """
+    if not stored and not wire_ids_taken and all(type(item) is Sealed for item in items):
+        return _plan_fresh(binding_pk, cast("Sequence[Sealed]", items))
     inserts: list[tuple[Any, ...]] = []
     reseals: list[tuple[Any, ...]] = []
     blocks_new: list[tuple[Any, ...]] = []
@@ -312,6 +316,33 @@ def plan_publish(
         tuple(emitted),
         tuple(taken),
     )
+
+
+def _plan_fresh(binding_pk: int, items: Sequence[Sealed]) -> PublishPlan:
+    """:func:`plan_publish` of a chunk of sealed messages at positions with no
+    row and private wire IDs no pulled envelope uses — a backlog's every
+    chunk. Each item then takes the same path there: nothing skipped, the
+    ``PUBLISH`` edge from no row (checked once here: it depends on the state
+    alone), one insert row and one emitted candidate, in chunk order;
+    without the per-item lookups (a chunk holds up to 1,000 messages)."""
+    reservation_next(None, ReservationEvent.PUBLISH)
+    inserts = tuple(
+        (
+            binding_pk,
+            item.message.position,
+            item.wire_id,
+            item.envelope.v,
+            item.envelope.cipher,
+            item.envelope.key_id,
+            item.envelope.blob,
+        )
+        for item in items
+    )
+    emitted = tuple(
+        SyncPushCandidate(item.message.position, item.message.local_id, item.wire_id, item.envelope)
+        for item in items
+    )
+    return PublishPlan(inserts, (), (), (), emitted, ())
 
 
 # -- edge -----------------------------------------------------------------------------

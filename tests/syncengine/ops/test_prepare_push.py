@@ -323,3 +323,21 @@ def test_prepare_refuses_an_unknown_local_team_and_creates_no_binding(store: Sto
     with pytest.raises(Exception, match="no team"):
         store.sync_prepare_push(new_key("ghost"), prepare_none(), 10)
     assert table(store.conn, "SELECT count(*) FROM sync_bindings") == [(0,)]
+
+
+def test_a_fresh_chunk_is_planned_as_the_per_item_walk_plans_it() -> None:
+    """``plan_publish`` of sealed messages at positions with no row and
+    unused wire IDs (``_plan_fresh``) writes the rows and emits the
+    candidates of the per-item walk, which an unrelated stored position
+    forces without changing its outcome."""
+    items: list[pp.Sealed | pp.BlockedSeal] = [
+        pp.Sealed(
+            pp.LocalMessage(p, f"local-{p}", "b", "2026-01-01T00:00:00.000000Z", "a", "b"),
+            f"w-{p}",
+            Envelope(1, "none" if p % 2 else "age-v1", None if p % 3 else "epoch-1", f"eyJ{p}"),
+        )
+        for p in (3, 4, 5, 9, 10)
+    ]
+    walked = pp.plan_publish(7, items, {-1: ReservationState.RESERVED}, frozenset({"w-none"}))
+    assert walked.inserts and len(walked.emitted) == len(items)
+    assert pp.plan_publish(7, items, {}, frozenset()) == walked
