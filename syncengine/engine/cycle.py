@@ -29,16 +29,16 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from syncengine.engine.batching import plan_batches
-from syncengine.engine.context import CycleContext, nothing_past
+from syncengine.engine.context import CycleContext, nothing_past, write_plan
 from syncengine.engine.errors import PushOversized
 from syncengine.engine.evaluation import start_evaluation
 from syncengine.engine.progress import Progress
 from syncengine.engine.reports import PullReport, PushReport, ReprocessReport
-from syncengine.engine.security import WritePlan, plan_write
+from syncengine.engine.security import WritePlan
 from syncengine.engine.state import ConnectionRecord
 from syncengine.http.errors import AckContradiction, RequestTooLarge
 from syncengine.ops.records import (
@@ -58,7 +58,6 @@ from wire.http_v1.messages import (
     PushResponse,
 )
 from wire.limits import ENVELOPE_VERSION
-from wire.profiles import supported_ciphers
 
 __all__ = [
     "AckBound",
@@ -389,27 +388,7 @@ def _count(ctx: CycleContext, count: Callable[[Any, Any], int]) -> int | None:
 
 def _plan(ctx: CycleContext, caps: Capabilities) -> tuple[WritePlan, SyncPrepare]:
     """Capabilities preflight → effective write set → the prepare request."""
-    plan = plan_write(
-        caps, supported_ciphers(), ctx.history(), age_configured=ctx.connection.age_configured
-    )
-    current = ctx.connection.epochs.current
-    if (
-        plan.cipher == "age-v1"
-        and current is not None
-        and plan.boundary is not None
-        and plan.boundary < current.effective_from_seq
-    ):
-        # A boundary before the newest epoch's own: the relay's sequence went
-        # backwards. Sealing to the older epoch could reach a removed
-        # recipient, to the newer one a reader would refuse — write nothing.
-        plan = replace(
-            plan,
-            cipher=None,
-            reason=f"the relay's next sequence boundary {plan.boundary} precedes epoch "
-            f"{current.key_id!r}'s boundary {current.effective_from_seq}",
-        )
-    if not plan.allow_new:
-        _log.warning("push.blocked: %s", plan.reason)
+    plan = write_plan(ctx, caps)
     return plan, _prepare_request(plan, caps, ctx.connection)
 
 

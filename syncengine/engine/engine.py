@@ -543,51 +543,68 @@ class Engine:
 
     def push(self, limit: int = STEADY_PUSH_LIMIT) -> PushReport:
         """Preflight, prepare at most ``limit`` candidates, POST, reconcile."""
-        from syncengine.engine.cycle import push_once
+        from syncengine.engine.context import idle_push
 
         with self._recorded(pulled=False):
             ctx = self._context()
             self._adopt_first(ctx)
+            idle = idle_push(ctx, limit)
+            if idle is not None:
+                return idle
+            from syncengine.engine.cycle import push_once
+
             return push_once(ctx, limit)
 
     def push_all(self, limit: int = CATCH_UP_PUSH_LIMIT) -> PushReport:
         """Drain the whole backlog in pushes of at most ``limit``, each round
         prepared while the previous one is on the wire (``push --all``)."""
-        from syncengine.engine.cycle import drain_push
+        from syncengine.engine.context import idle_push
 
         with self._recorded(pulled=False):
             ctx = self._context()
             self._adopt_first(ctx)
+            idle = idle_push(ctx, limit)
+            if idle is not None:
+                return idle
+            from syncengine.engine.cycle import drain_push
+
             return drain_push(ctx, limit)
 
     def pull(self, page_limit: int = PULL_PAGE_LIMIT) -> PullReport:
         """Pull and apply every page until the relay has nothing more, then
         take the relay's roster."""
-        from syncengine.engine.context import nothing_past, probe_pull
-        from syncengine.engine.reports import PullReport
-
         with self._recorded(pulled=True):
-            ctx = self._context()
-            cursor, caps = probe_pull(ctx)
-            if nothing_past(caps, cursor):
-                # An idle scheduled pull stops here, before the pipeline and
-                # its records are even imported (issue #17, start-up).
-                report = PullReport(transport_cursor=cursor)
-            else:
-                from syncengine.engine.cycle import pull_all
-
-                report = pull_all(ctx, page_limit, caps)
+            report = self._pull_pages(self._context(), page_limit)
             self._finish_adoption()
             report.read_state = self._after_pull(report)
             return report
+
+    def _pull_pages(
+        self, ctx: CycleContext, page_limit: int, caps: Capabilities | None = None
+    ) -> PullReport:
+        """The message phase of a pull: the binding and a snapshot (``caps``
+        when the caller holds one nothing since can have outdated), then the
+        pages — unless the snapshot shows nothing past the cursor, where an
+        idle scheduled run stops before the pipeline and its records are
+        even imported (specs/engine.md "An idle pull"; issue #17, start-up)."""
+        from syncengine.engine.context import nothing_past, probe_pull
+
+        cursor, caps = probe_pull(ctx, caps)
+        if nothing_past(caps, cursor):
+            from syncengine.engine.reports import PullReport
+
+            return PullReport(transport_cursor=cursor)
+        from syncengine.engine.cycle import pull_all
+
+        return pull_all(ctx, page_limit, caps)
 
     def _adopt_first(self, ctx: Any) -> None:
         """A restored store pulls to the relay's head before it pushes: its own
         messages published after the backup are adopted from the relay, not
         sealed again (syncengine/ops/adopt.py)."""
-        from syncengine.engine.cycle import pull_all
-
         if self.store.sync_adopting(self.connection.key):
+            from syncengine.engine.cycle import pull_all
+
             pull_all(ctx, PULL_PAGE_LIMIT)
             self._finish_adoption()
 
@@ -667,14 +684,20 @@ class Engine:
         stop the pull — reads continue — but is still raised afterwards.
         ``drain`` pushes the whole backlog in rounds of ``push_limit`` (the
         one-shot ``sync`` command; ``run`` takes one bounded step per cycle)."""
-        from syncengine.engine.cycle import drain_push, pull_all, push_once
+        from syncengine.engine.context import idle_push
 
         with self._recorded(pulled=True):
             ctx = self._context()
             self._adopt_first(ctx)
             push_error: Exception | None = None
             try:
-                pushed = drain_push(ctx, push_limit) if drain else push_once(ctx, push_limit)
+                idle = idle_push(ctx, push_limit)
+                if idle is not None:
+                    pushed = idle
+                else:
+                    from syncengine.engine.cycle import drain_push, push_once
+
+                    pushed = drain_push(ctx, push_limit) if drain else push_once(ctx, push_limit)
             except StopRequested:
                 raise
             except Exception as exc:
@@ -682,7 +705,7 @@ class Engine:
                     raise
                 push_error = exc
             reuse = None if push_error is not None else self._unchanged_snapshot(pushed)
-            pulled = pull_all(ctx, page_limit, reuse)
+            pulled = self._pull_pages(ctx, page_limit, reuse)
             pulled.read_state = self._after_pull(pulled)
             if push_error is not None:
                 raise push_error

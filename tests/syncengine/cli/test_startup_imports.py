@@ -55,13 +55,16 @@ RELAY_CLIENT = (
     "wire.http_v1.read_state",
 )
 #: The message pipeline and its records: a pull that finds nothing past its
-#: cursor stops before importing them (the read-state phase does not need them).
+#: cursor, and a push with every message acknowledged, stop before importing
+#: them (the read-state phase does not need them).
 MESSAGE_PIPELINE = (
     "syncengine.engine.cycle",
     "syncengine.engine.batching",
     "syncengine.engine.evaluation",
     "syncengine.ops.records",
     "syncengine.ops.apply_pull",
+    "syncengine.ops.prepare_push",
+    "syncengine.ops.reconcile_push",
     "wire.http_v1.messages",
     "wire.envelope",
 )
@@ -220,6 +223,18 @@ def test_idle_pull_imports_no_message_pipeline_or_its_records(
     modules = imported_by("pull", "--store", str(connected.store), tmp=tmp_path)
     assert loaded_from(modules, MESSAGE_PIPELINE) == []
     assert "syncengine.ops.read_records" in modules  # the read-state phase still ran
+
+
+@pytest.mark.parametrize("command", ["push", "sync"])
+def test_idle_push_and_sync_import_no_message_pipeline_or_its_records(
+    command: str, connected: Machine, tmp_path: Path
+) -> None:
+    # The write plan asks the cipher registry (wire.profiles) what this build
+    # supports, and the registry's own module defines the envelope.
+    pipeline = tuple(name for name in MESSAGE_PIPELINE if name != "wire.envelope")
+    modules = imported_by(command, "--store", str(connected.store), tmp=tmp_path)
+    assert loaded_from(modules, pipeline) == []
+    assert "syncengine.engine.security" in modules  # the write plan was still made
 
 
 def test_idle_push_imports_no_crypto_workers_retry_loop_relay_or_other_commands(
