@@ -328,6 +328,28 @@ _ACK_MEMBERS = itemgetter("id", "server_seq", "disposition")
 _SEQ_LINES = re.compile(r"[1-9][0-9]{0,18}(?:\n[1-9][0-9]{0,18})*")
 
 
+def _column_seqs(seqs: Sequence[str]) -> list[int] | None:
+    """A column of sequence texts as integers when every one is what
+    :func:`parse_seq` accepts and at least 1, else ``None``: matched as one
+    text, one per line (a line count equal to the column's length proves no
+    text held a line break of its own), the 64-bit bound on the integers."""
+    lines = "\n".join(seqs)
+    if lines.count("\n") != len(seqs) - 1 or _SEQ_LINES.fullmatch(lines) is None:
+        return None
+    numbers = list(map(int, seqs))
+    return numbers if max(numbers) <= MAX_SEQ else None
+
+
+def _all_uuid4(ids: Sequence[str]) -> bool:
+    """Whether :func:`check_uuid4` accepts every ID of a column."""
+    try:
+        for _ in map(check_uuid4, ids, repeat("id")):
+            pass
+    except SchemaError:
+        return False
+    return True
+
+
 def _acks_by_column(items: list[Any]) -> tuple[PushAck, ...] | None:
     """The acks of an answer whose every element has the usual shape and
     passes every rule of :meth:`PushAck.from_obj`, judged column by column at
@@ -354,16 +376,8 @@ def _acks_by_column(items: list[Any]) -> tuple[PushAck, ...] | None:
         dispositions = list(map(_DISPOSITIONS.__getitem__, texts))
     except KeyError:
         return None
-    lines = "\n".join(seqs)
-    if lines.count("\n") != len(seqs) - 1 or _SEQ_LINES.fullmatch(lines) is None:
-        return None
-    numbers = list(map(int, seqs))
-    if max(numbers) > MAX_SEQ:
-        return None
-    try:
-        for _ in map(check_uuid4, ids, repeat("id")):
-            pass
-    except SchemaError:
+    numbers = _column_seqs(seqs)
+    if numbers is None or not _all_uuid4(ids):
         return None
     return tuple(map(PushAck, ids, numbers, dispositions))
 
@@ -665,15 +679,10 @@ def _pulled_by_column(
         or max(vs) > _U32_MAX
     ):
         return None
-    lines = "\n".join(seqs)
-    if lines.count("\n") != len(seqs) - 1 or _SEQ_LINES.fullmatch(lines) is None:
-        return None
-    numbers = list(map(int, seqs))
-    if max(numbers) > MAX_SEQ:
+    numbers = _column_seqs(seqs)
+    if numbers is None or not _all_uuid4(ids):
         return None
     try:
-        for _ in map(check_uuid4, ids, repeat("id")):
-            pass
         for text in set(received):
             check_timestamp(text, "server_received_at")
         for cipher in set(ciphers):
