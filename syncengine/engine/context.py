@@ -147,14 +147,15 @@ def idle_push(ctx: CycleContext, limit: int) -> PushReport | None:
     """
     from syncengine.engine.reports import PushReport
     from syncengine.engine.state import pending_push_count
-    from syncengine.ops.states import BINDING_TRANSITIONS, BindingEvent, BindingState
+    from syncengine.ops.bindings import load_binding
+    from syncengine.ops.states import BindingState
     from syncengine.store.connection import read_transaction
 
-    binding = ctx.store.sync_binding(ctx.key)
-    bound = None if binding is None else BINDING_TRANSITIONS.get((binding.state, BindingEvent.BIND))
-    if binding is None or bound is not BindingState.ACTIVE:
-        return None
     with read_transaction(ctx.store.conn, ctx.store.path) as conn:
+        binding = load_binding(conn, ctx.key)
+        # Only an active binding is one the prepare's BIND edge keeps as it is.
+        if binding is None or binding.state is not BindingState.ACTIVE:
+            return None
         if pending_push_count(conn, binding) != 0:
             return None
     plan = write_plan(ctx, ctx.client.capabilities())

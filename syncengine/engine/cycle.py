@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from syncengine.engine.batching import plan_batches
-from syncengine.engine.context import CycleContext, nothing_past, write_plan
+from syncengine.engine.context import CycleContext, nothing_past, probe_pull, write_plan
 from syncengine.engine.errors import PushOversized
 from syncengine.engine.evaluation import start_evaluation
 from syncengine.engine.progress import Progress
@@ -69,6 +69,7 @@ __all__ = [
     "check_ack_sequences",
     "drain_push",
     "pull_all",
+    "pull_pages",
     "push_once",
     "reprocess_all",
     "send_batches",
@@ -523,12 +524,21 @@ def pull_all(ctx: CycleContext, page_limit: int, caps: Capabilities | None = Non
 
     ``caps`` is a capability snapshot the caller fetched moments ago with
     nothing written to the relay since (a sync whose push posted nothing);
-    without it the pull takes its own. When the snapshot shows nothing past
-    the cursor — ``current_seq`` equal to it and no retention floor beyond it
-    — no page is requested: the empty page could say no more, and whatever
-    the relay holds beyond is taken by the next pull, whose snapshot shows
-    it. A ``current_seq`` behind the cursor still asks, so the page rules
-    judge the contradiction.
+    without it the pull takes its own (:func:`~syncengine.engine.context.probe_pull`,
+    after the binding). When the snapshot shows nothing past the cursor
+    (:func:`~syncengine.engine.context.nothing_past`) no page is requested;
+    otherwise :func:`pull_pages` fetches and applies them.
+    """
+    cursor, caps = probe_pull(ctx, caps)
+    if nothing_past(caps, cursor):
+        return PullReport(transport_cursor=cursor)
+    return pull_pages(ctx, page_limit, cursor, caps)
+
+
+def pull_pages(ctx: CycleContext, page_limit: int, cursor: int, caps: Capabilities) -> PullReport:
+    """Every page from the transport cursor ``cursor`` under the snapshot
+    ``caps`` — both as :func:`~syncengine.engine.context.probe_pull` returned
+    them — until the relay has nothing more.
 
     A pipeline of three stages (specs/engine.md "Pulling"): the next page is
     requested on a thread as soon as the current one has arrived; the
@@ -544,12 +554,10 @@ def pull_all(ctx: CycleContext, page_limit: int, caps: Capabilities | None = Non
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    binding = ctx.store.sync_bind(ctx.key)
-    report = PullReport(transport_cursor=binding.transport_cursor)
+    report = PullReport(transport_cursor=cursor)
     history = ctx.history()
     outcomes: Counter[str] = Counter()
     progress = ctx.progress("pull")
-    cursor = binding.transport_cursor
     client = ctx.client
 
     def apply(page: MessagePage, finish: Callable[[], list[SyncPullMessage]]) -> int:
@@ -562,11 +570,6 @@ def pull_all(ctx: CycleContext, page_limit: int, caps: Capabilities | None = Non
         progress.add(len(evaluated))
         return applied.result.transport_cursor
 
-    if caps is None:
-        caps = client.capabilities()
-    if nothing_past(caps, cursor):
-        report.transport_cursor = cursor
-        return report
     with ThreadPoolExecutor(1, thread_name_prefix="syncengine-get") as pool:
         # An estimate for the progress line: retention or gaps make it high.
         progress.total = max(0, caps.current_seq - max(cursor, caps.binding.min_available_seq))

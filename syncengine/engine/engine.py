@@ -543,32 +543,32 @@ class Engine:
 
     def push(self, limit: int = STEADY_PUSH_LIMIT) -> PushReport:
         """Preflight, prepare at most ``limit`` candidates, POST, reconcile."""
-        from syncengine.engine.context import idle_push
-
         with self._recorded(pulled=False):
             ctx = self._context()
             self._adopt_first(ctx)
-            idle = idle_push(ctx, limit)
-            if idle is not None:
-                return idle
-            from syncengine.engine.cycle import push_once
-
-            return push_once(ctx, limit)
+            return self._push_step(ctx, limit, drain=False)
 
     def push_all(self, limit: int = CATCH_UP_PUSH_LIMIT) -> PushReport:
         """Drain the whole backlog in pushes of at most ``limit``, each round
         prepared while the previous one is on the wire (``push --all``)."""
-        from syncengine.engine.context import idle_push
-
         with self._recorded(pulled=False):
             ctx = self._context()
             self._adopt_first(ctx)
-            idle = idle_push(ctx, limit)
-            if idle is not None:
-                return idle
-            from syncengine.engine.cycle import drain_push
+            return self._push_step(ctx, limit, drain=True)
 
-            return drain_push(ctx, limit)
+    def _push_step(self, ctx: CycleContext, limit: int, *, drain: bool) -> PushReport:
+        """One push of at most ``limit`` candidates, or with ``drain`` the
+        whole backlog in such rounds — only its preflight when nothing waits
+        for an acknowledgement, where an idle run stops before the push
+        pipeline is even imported (specs/engine.md "An idle push")."""
+        from syncengine.engine.context import idle_push
+
+        idle = idle_push(ctx, limit)
+        if idle is not None:
+            return idle
+        from syncengine.engine.cycle import drain_push, push_once
+
+        return drain_push(ctx, limit) if drain else push_once(ctx, limit)
 
     def pull(self, page_limit: int = PULL_PAGE_LIMIT) -> PullReport:
         """Pull and apply every page until the relay has nothing more, then
@@ -594,18 +594,16 @@ class Engine:
             from syncengine.engine.reports import PullReport
 
             return PullReport(transport_cursor=cursor)
-        from syncengine.engine.cycle import pull_all
+        from syncengine.engine.cycle import pull_pages
 
-        return pull_all(ctx, page_limit, caps)
+        return pull_pages(ctx, page_limit, cursor, caps)
 
     def _adopt_first(self, ctx: Any) -> None:
         """A restored store pulls to the relay's head before it pushes: its own
         messages published after the backup are adopted from the relay, not
         sealed again (syncengine/ops/adopt.py)."""
         if self.store.sync_adopting(self.connection.key):
-            from syncengine.engine.cycle import pull_all
-
-            pull_all(ctx, PULL_PAGE_LIMIT)
+            self._pull_pages(ctx, PULL_PAGE_LIMIT)
             self._finish_adoption()
 
     def _finish_adoption(self) -> None:
@@ -684,20 +682,12 @@ class Engine:
         stop the pull — reads continue — but is still raised afterwards.
         ``drain`` pushes the whole backlog in rounds of ``push_limit`` (the
         one-shot ``sync`` command; ``run`` takes one bounded step per cycle)."""
-        from syncengine.engine.context import idle_push
-
         with self._recorded(pulled=True):
             ctx = self._context()
             self._adopt_first(ctx)
             push_error: Exception | None = None
             try:
-                idle = idle_push(ctx, push_limit)
-                if idle is not None:
-                    pushed = idle
-                else:
-                    from syncengine.engine.cycle import drain_push, push_once
-
-                    pushed = drain_push(ctx, push_limit) if drain else push_once(ctx, push_limit)
+                pushed = self._push_step(ctx, push_limit, drain=drain)
             except StopRequested:
                 raise
             except Exception as exc:

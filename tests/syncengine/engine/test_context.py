@@ -1,16 +1,27 @@
 """When a capability snapshot shows a pull nothing to fetch
 (syncengine/engine/context.py): the rule that lets an idle pull stop before
 its pipeline is imported, and that keeps a rollback or a gap in front of the
-page rules. (What an idle pull imports: tests/syncengine/cli/test_startup_imports.py.)"""
+page rules; and that a pull with pages is pulled under the probe's own
+binding and snapshot. (What an idle pull imports:
+tests/syncengine/cli/test_startup_imports.py.)"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import httpx
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from syncengine.engine import Engine
 from syncengine.engine.context import nothing_past
+from syncengine.ids import new_uuid4
+from tests.syncengine.engine.fakerelay import FakeRelay
 from wire.http_v1.binding import ResponseBinding
 from wire.http_v1.capabilities import Capabilities
+from wire.message import Message
+from wire.profiles import seal
 
 SID = "0190a1b2-c3d4-7e5f-8a6b-000000000001"
 TID = "0190a1b2-c3d4-7e5f-8a6b-000000000002"
@@ -47,3 +58,23 @@ def test_nothing_past_holds_exactly_when_the_next_page_could_hold_nothing(
 ) -> None:
     expected = current == cursor and floor <= cursor + 1
     assert nothing_past(caps(current, floor), cursor) is expected
+
+
+def test_a_pull_with_pages_binds_once_and_takes_one_snapshot(
+    make_engine: Callable[..., Engine], relay: FakeRelay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # probe_pull's binding and snapshot are the very ones the pages are pulled under.
+    engine = make_engine()
+    relay.add_foreign(
+        seal(Message("new", "2026-07-20T06:30:00.000000Z", "alice", "bob"), "none"),  # type: ignore[arg-type]
+        new_uuid4(),
+    )
+    binds: list[object] = []
+    bind = engine.store.sync_bind
+    monkeypatch.setattr(engine.store, "sync_bind", lambda key: binds.append(key) or bind(key))
+    since = len(relay.requests)
+    report = engine.pull()
+    assert report.received == 1
+    assert len(binds) == 1
+    got = [httpx.URL(url).path for method, url, _ in relay.requests[since:]]
+    assert got.count("/v1/capabilities") == 1
