@@ -160,10 +160,6 @@ _sha256 = hashlib.sha256
 _X25519_EXPAND = X25519_INFO + b"\x01"
 _HEADER_EXPAND = b"header\x01"
 _PAYLOAD_EXPAND = b"payload\x01"
-# A 32-byte PRK padded to the block, and the empty key's padded blocks.
-_PRK_PAD = bytes(_BLOCK - 32)
-_ZERO_KEY_IPAD = bytes(_BLOCK).translate(_IPAD)
-_ZERO_KEY_OPAD = bytes(_BLOCK).translate(_OPAD)
 
 
 def _hmac_sha256(key: bytes, message: bytes) -> bytes:
@@ -183,22 +179,11 @@ def _hmac_sha256(key: bytes, message: bytes) -> bytes:
 
 
 def _derive_key(salt: bytes, ikm: bytes, expand: bytes) -> bytes:
-    """HKDF-SHA-256 of 32 bytes, with ``expand`` = info || 0x01 (RFC 5869).
-
-    Extract (PRK = HMAC(salt, ikm)) and the one expand block
-    (HMAC(PRK, info || 0x01)) written out over the two SHA-256 one-shots of
-    :func:`_hmac_sha256`: the seal derives 2 + recipients keys, and the two
-    calls, the length check and the padding of a 32-byte PRK were a
-    measurable share of a 1 KiB seal. Property-tested equal to :func:`_hkdf`
-    on the library's HKDF.
-    """
-    if len(salt) > _BLOCK:
-        salt = _sha256(salt).digest()
-    block = salt.ljust(_BLOCK, b"\x00")
-    inner = _sha256(block.translate(_IPAD) + ikm).digest()
-    prk = _sha256(block.translate(_OPAD) + inner).digest() + _PRK_PAD
-    inner = _sha256(prk.translate(_IPAD) + expand).digest()
-    return _sha256(prk.translate(_OPAD) + inner).digest()
+    """HKDF-SHA-256 of 32 bytes, with ``expand`` = info || 0x01 (RFC 5869):
+    extract (PRK = HMAC(salt, ikm)), then the one expand block
+    (HMAC(PRK, info || 0x01)). The seal derives 2 + recipients keys.
+    Property-tested equal to :func:`_hkdf` on the library's HKDF."""
+    return _hmac_sha256(_hmac_sha256(salt, ikm), expand)
 
 
 def _hkdf(ikm: bytes, salt: bytes, info: bytes) -> bytes:
@@ -214,15 +199,8 @@ def _hkdf(ikm: bytes, salt: bytes, info: bytes) -> bytes:
 
 
 def _header_mac(file_key: bytes, mac_input: bytes) -> bytes:
-    """The header MAC: HMAC-SHA-256 keyed by HKDF(file_key, "", "header").
-
-    The empty salt is a constant key, so its padded blocks are constants.
-    """
-    inner = _sha256(_ZERO_KEY_IPAD + file_key).digest()
-    prk = _sha256(_ZERO_KEY_OPAD + inner).digest() + _PRK_PAD
-    inner = _sha256(prk.translate(_IPAD) + _HEADER_EXPAND).digest()
-    header_key = _sha256(prk.translate(_OPAD) + inner).digest()
-    return _hmac_sha256(header_key, mac_input)
+    """The header MAC: HMAC-SHA-256 keyed by HKDF(file_key, "", "header")."""
+    return _hmac_sha256(_derive_key(b"", file_key, _HEADER_EXPAND), mac_input)
 
 
 # --- header grammar ---------------------------------------------------------
