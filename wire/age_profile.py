@@ -53,6 +53,7 @@ __all__ = [
     "make_open_context",
     "make_seal_params",
     "parse_recipients_file",
+    "seal_canonical",
 ]
 
 CIPHER = "age-v1"
@@ -298,18 +299,7 @@ class AgeV1Profile:
         if params.key_id is None:
             raise ProfileError("key_id", "age-v1 requires the epoch key_id")
         manifest = EpochManifest.from_strings(params.key_id, params.recipients)
-        context = head + _context_tail(manifest.key_id)
-        frame = encode_frame(context, message.to_jcs())
-        data = age_format.encrypt(frame, manifest.recipients)
-        limit = min(params.max_blob_bytes, MAX_BLOB_BYTES)
-        if len(data) > limit:
-            raise ProfileError(
-                "message", f"the sealed age file is {len(data)} bytes; the blob limit is {limit}"
-            )
-        try:
-            return Envelope.from_blob_bytes(CIPHER, manifest.key_id, data, max_blob_bytes=limit)
-        except EnvelopeError as exc:  # pragma: no cover - guarded above
-            raise ProfileError(exc.field, exc.rule) from None
+        return _seal_frame(head, manifest, message.to_jcs(), params.max_blob_bytes)
 
     def open(self, envelope: Envelope, ctx: OpenContext) -> OpenOutcome:
         binding = _checked_binding(ctx.binding)
@@ -328,6 +318,39 @@ class AgeV1Profile:
         except ScalarError as exc:
             return Blocked(BlockState.MALFORMED, str(exc))
         return _open_checked(envelope, key_id, binding, ctx.identities, ctx.max_blob_bytes)
+
+
+def seal_canonical(
+    plaintext: bytes, binding: Binding, manifest: EpochManifest, max_blob_bytes: int
+) -> Envelope:
+    """:meth:`AgeV1Profile.seal` of the message whose RFC 8785 bytes are
+    ``plaintext``, to an already parsed ``manifest``: the same binding rule,
+    frame, age file and size limit, without rebuilding the :class:`Message`.
+
+    For a caller that seals many messages of one epoch and has judged each
+    plaintext by the message rules itself (``prepare_push`` writes the
+    canonical bytes as :meth:`Message.to_jcs` does); ``plaintext`` is sealed
+    as given, so bytes that are not a valid canonical message must never
+    reach it (a receiver would quarantine them as ``malformed``).
+    """
+    return _seal_frame(_seal_binding_head(binding), manifest, plaintext, max_blob_bytes)
+
+
+def _seal_frame(
+    head: bytes, manifest: EpochManifest, plaintext: bytes, max_blob_bytes: int
+) -> Envelope:
+    context = head + _context_tail(manifest.key_id)
+    frame = encode_frame(context, plaintext)
+    data = age_format.encrypt(frame, manifest.recipients)
+    limit = min(max_blob_bytes, MAX_BLOB_BYTES)
+    if len(data) > limit:
+        raise ProfileError(
+            "message", f"the sealed age file is {len(data)} bytes; the blob limit is {limit}"
+        )
+    try:
+        return Envelope.from_blob_bytes(CIPHER, manifest.key_id, data, max_blob_bytes=limit)
+    except EnvelopeError as exc:  # pragma: no cover - guarded above
+        raise ProfileError(exc.field, exc.rule) from None
 
 
 def _open_checked(

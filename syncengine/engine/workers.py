@@ -269,12 +269,11 @@ def _judge_part(
 def _seal_part(
     part: tuple[list[LocalMessage], SyncPrepare, BindingKey],
 ) -> list[tuple[Any, ...]]:
-    from syncengine.ops.prepare_push import Sealed, seal_local
+    from syncengine.ops.prepare_push import Sealed, seal_chunk
 
     messages, request, key = part
     out: list[tuple[Any, ...]] = []
-    for message in messages:
-        item = seal_local(message, request, key)
+    for item in seal_chunk(messages, request, key):
         if isinstance(item, Sealed):
             env = item.envelope
             out.append(("sealed", item.wire_id, env.v, env.cipher, env.key_id, env.blob))

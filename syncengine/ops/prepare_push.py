@@ -36,7 +36,7 @@ from typing import Any, cast
 from syncengine import ids
 from syncengine.crash import crash_point
 from syncengine.ops.bindings import BindingKey, SyncBinding, open_binding, sync_transaction
-from syncengine.ops.records import SyncPrepare, SyncPushCandidate, SyncState
+from syncengine.ops.records import AGE_V1, SyncPrepare, SyncPushCandidate, SyncState
 from syncengine.ops.states import (
     RESERVATION_STATES,
     ReservationEvent,
@@ -185,6 +185,57 @@ def _judged_json(
     return verdicts[value]
 
 
+def _canonical_plaintext(
+    message: LocalMessage, names: dict[str, str | None], stamps: dict[str, str | None]
+) -> bytes | None:
+    """The RFC 8785 bytes :meth:`Message.to_jcs` writes for ``message``, or
+    ``None`` when a v1 plaintext rule might refuse it (:func:`seal_local`
+    then seals it alone and gives the reference's refusal).
+
+    The rules are the plaintext's own functions: each distinct agent name
+    and timestamp of a chunk is judged once by :func:`check_agent_name` /
+    :func:`check_timestamp` (``names`` and ``stamps`` hold the verdicts), the
+    body by the size and encodability rules of ``Message``, and the members
+    are written by the C string encoder that method uses.
+    """
+    body = message.body
+    stamp = _judged_json(stamps, check_timestamp, canonical_at(message.at))
+    sender = _judged_json(names, check_agent_name, message.sender)
+    recipient = _judged_json(names, check_agent_name, message.recipient)
+    if (
+        stamp is None
+        or sender is None
+        or recipient is None
+        or type(body) is not str
+        or not body
+        # Four UTF-8 bytes at most per character: within the body limit
+        # without encoding it (a longer body takes the reference path).
+        or len(body) > MAX_BODY_BYTES // 4
+    ):
+        return None
+    text = (
+        f'{{"body":{_encode_string(body)},"created_at":{stamp},'
+        f'"from_agent":{sender},"to_agent":{recipient}}}'
+    )
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: the reference refuses it
+        return None
+
+
+def seal_chunk(
+    messages: Sequence[LocalMessage], request: SyncPrepare, key: BindingKey
+) -> list[Sealed | BlockedSeal]:
+    """:func:`seal_local` of every message of a chunk, message by message the
+    same envelope or refusal, in one pass for the ``none`` and ``age-v1``
+    profiles (any other cipher is sealed message by message)."""
+    if request.cipher == "none":
+        return seal_none_chunk(messages, request, key)
+    if request.cipher == AGE_V1:
+        return seal_age_chunk(messages, request, key)
+    return [seal_local(message, request, key) for message in messages]
+
+
 def seal_none_chunk(
     messages: Sequence[LocalMessage], request: SyncPrepare, key: BindingKey
 ) -> list[Sealed | BlockedSeal]:
@@ -194,16 +245,12 @@ def seal_none_chunk(
     plaintext rules (``Message``), the canonical bytes, the blob limit —
     without building the ``Message``, its ``SealParams`` and the profile
     call for each (v1.md "Message representation": the ``none`` blob is the
-    RFC 8785 message alone, ``key_id`` null). The rules are the plaintext's
-    own functions: each distinct agent name and timestamp of the chunk is
-    checked once by :func:`check_agent_name` / :func:`check_timestamp`, the
-    body by the size and encodability rules of ``Message``, and the
-    canonical bytes are :meth:`Message.to_jcs`'s members, each written by
-    the C string encoder that method uses. A message any rule would refuse,
-    or whose blob would exceed the limit, is left to :func:`seal_local`
-    itself, so its refusal (reason and recorded limit) is exactly the
-    reference's; ``tests/syncengine/ops/test_throughput_paths.py`` pins the
-    bytes against ``wire.profiles.seal`` over random messages.
+    RFC 8785 message alone, ``key_id`` null; :func:`_canonical_plaintext`).
+    A message any rule would refuse, or whose blob would exceed the limit,
+    is left to :func:`seal_local` itself, so its refusal (reason and
+    recorded limit) is exactly the reference's;
+    ``tests/syncengine/ops/test_throughput_paths.py`` pins the bytes against
+    ``wire.profiles.seal`` over random messages.
     """
     if request.cipher != "none" or request.key_id is not None:
         return [seal_local(message, request, key) for message in messages]
@@ -213,29 +260,7 @@ def seal_none_chunk(
     out: list[Sealed | BlockedSeal] = []
     append = out.append
     for message, wire_id in zip(messages, ids.new_uuid4s(len(messages)), strict=True):
-        body = message.body
-        stamp = _judged_json(stamps, check_timestamp, canonical_at(message.at))
-        sender = _judged_json(names, check_agent_name, message.sender)
-        recipient = _judged_json(names, check_agent_name, message.recipient)
-        data = None
-        if (
-            stamp is not None
-            and sender is not None
-            and recipient is not None
-            and type(body) is str
-            and body
-            # Four UTF-8 bytes at most per character: within the body limit
-            # without encoding it (a longer body takes the reference path).
-            and len(body) <= MAX_BODY_BYTES // 4
-        ):
-            text = (
-                f'{{"body":{_encode_string(body)},"created_at":{stamp},'
-                f'"from_agent":{sender},"to_agent":{recipient}}}'
-            )
-            try:
-                data = text.encode("utf-8")
-            except UnicodeEncodeError:  # a lone surrogate: the reference refuses it
-                data = None
+        data = _canonical_plaintext(message, names, stamps)
         if data is None or len(data) > limit:
             append(seal_local(message, request, key))
             continue
@@ -244,6 +269,49 @@ def seal_none_chunk(
                 message, wire_id, Envelope(ENVELOPE_VERSION, "none", None, encode_blob(data), data)
             )
         )
+    return out
+
+
+def seal_age_chunk(
+    messages: Sequence[LocalMessage], request: SyncPrepare, key: BindingKey
+) -> list[Sealed | BlockedSeal]:
+    """:func:`seal_local` of every message of an ``age-v1`` chunk, in one pass.
+
+    The epoch manifest is parsed once for the chunk rather than once per
+    message, the wire IDs come from one CSPRNG read, and each plaintext is
+    written by :func:`_canonical_plaintext` and sealed by
+    :func:`wire.age_profile.seal_canonical` — the profile's own binding
+    rule, frame, age file and limit (issue #17: age-v1 prepare beside bare
+    seals). A request the manifest refuses, and a message a plaintext rule
+    might refuse, take :func:`seal_local`, so every refusal is the
+    reference's; a test pins the envelopes byte for byte under the same
+    randomness.
+    """
+    from wire.age_profile import EpochManifest, seal_canonical
+
+    if request.cipher != AGE_V1 or request.key_id is None:
+        return [seal_local(message, request, key) for message in messages]
+    try:
+        manifest = EpochManifest.from_strings(request.key_id, request.recipients)
+    except WireError:
+        return [seal_local(message, request, key) for message in messages]
+    names: dict[str, str | None] = {}
+    stamps: dict[str, str | None] = {}
+    team_id, version = key.remote_team_id, key.protocol_version
+    out: list[Sealed | BlockedSeal] = []
+    append = out.append
+    for message, wire_id in zip(messages, ids.new_uuid4s(len(messages)), strict=True):
+        data = _canonical_plaintext(message, names, stamps)
+        if data is None:
+            append(seal_local(message, request, key))
+            continue
+        binding = Binding(team_id=team_id, wire_id=wire_id, protocol_version=version)
+        try:
+            envelope = seal_canonical(data, binding, manifest, request.max_blob_bytes)
+        except WireError as exc:
+            append(BlockedSeal(message, request.max_blob_bytes, str(exc)))
+            continue
+        append(Sealed(message, wire_id, envelope))
     return out
 
 
@@ -562,11 +630,7 @@ def prepare_push(
     for chunk in _chunks(work):
         items = seal_all(chunk, request, key) if seal_all is not None else None
         if items is None:
-            items = (
-                seal_none_chunk(chunk, request, key)
-                if request.cipher == "none"
-                else [seal_local(message, request, key) for message in chunk]
-            )
+            items = seal_chunk(chunk, request, key)
         crash_point("prepare.sealed")
         plan = _publish(conn, path, binding, items, now)
         candidates.extend(plan.emitted)

@@ -74,7 +74,8 @@ APPLY_STATUSES: frozenset[str] = BLOCKING_STATUSES | {"importable"}
 _ACK_DISPOSITIONS = frozenset({"stored", "duplicate"})
 #: A human reason is for an operator's screen; bound it like other free text.
 MAX_REASON_CHARS = 4096
-_AGE_CIPHER = "age-v1"
+#: The authenticated cipher profile's name (wire.age_profile.CIPHER, without importing it).
+AGE_V1 = "age-v1"
 _NONE_CIPHER = "none"
 
 
@@ -127,7 +128,7 @@ class SyncPrepare:
                 raise _bad(f"{where}.key_id", "must be null for cipher 'none'")
             if recipients:
                 raise _bad(f"{where}.recipients", "must be [] for cipher 'none'")
-        elif cipher == _AGE_CIPHER:
+        elif cipher == AGE_V1:
             _wrap(check_profile_key_id, key_id, f"{where}.key_id")
             from wire.age_profile import EpochManifest
 
