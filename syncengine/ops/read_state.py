@@ -207,36 +207,90 @@ def _first_blocking_seq(conn: Any, binding_pk: int, after: int) -> int | None:
     return min(found) if found else None
 
 
-def _first_unread_seq(conn: Any, binding_pk: int, reader: int, after: int) -> int | None:
-    """The lowest mapped ``server_seq`` above ``after`` of a message addressed
-    to ``reader`` that local read state does not cover. The scan visits only
-    the reader's unread messages (above its local frontier, no exact read)."""
-    row = conn.execute(
-        """
-        SELECT min(s) FROM (
-            SELECT (SELECT p.server_seq FROM sync_push AS p
-                    WHERE p.binding_pk = :binding AND p.local_position = m.seq
-                      AND p.state = 'acked') AS s
-            FROM messages AS m
-            WHERE m.recipient_pk = :reader
-              AND m.seq > coalesce(
-                    (SELECT local_position FROM read_frontiers WHERE member_pk = :reader), 0)
-              AND NOT EXISTS (SELECT 1 FROM message_reads AS x
-                              WHERE x.reader_pk = :reader AND x.msg_seq = m.seq)
-            UNION ALL
-            SELECT (SELECT q.server_seq FROM sync_quarantine AS q
-                    WHERE q.binding_pk = :binding AND q.local_position = m.seq
-                      AND q.status = 'imported') AS s
-            FROM messages AS m
-            WHERE m.recipient_pk = :reader AND m.origin = 'imported'
-              AND m.seq > coalesce(
-                    (SELECT local_position FROM read_frontiers WHERE member_pk = :reader), 0)
-              AND NOT EXISTS (SELECT 1 FROM message_reads AS x
-                              WHERE x.reader_pk = :reader AND x.msg_seq = m.seq)
-        ) WHERE s > :after
-        """,
-        {"binding": binding_pk, "reader": reader, "after": after},
-    ).fetchone()
+#: How many sequences above a member's frontier the ordered walk of
+#: :func:`_first_unread_seq` covers before it asks the reader's own unread
+#: messages instead. A member's next unread message is normally right above
+#: its frontier (the last prepare stopped just before it), so the walk ends
+#: at once there; the window bounds what a frontier left far behind costs.
+UNREAD_WALK_WINDOW = 4096
+
+#: The reader's covering test, shared by every form of the unread search:
+#: a message addressed to ``:reader`` above its local frontier and without an
+#: exact local read.
+_UNREAD = """
+    m.recipient_pk = :reader
+    AND m.seq > coalesce(
+        (SELECT local_position FROM read_frontiers WHERE member_pk = :reader), 0)
+    AND NOT EXISTS (SELECT 1 FROM message_reads AS x
+                    WHERE x.reader_pk = :reader AND x.msg_seq = m.seq)"""
+
+#: The two mappings of a held message to a ``server_seq``, walked in
+#: sequence order through their ``(binding_pk, server_seq)`` keys (CROSS JOIN
+#: keeps the mapping table outermost): our acknowledged pushes, and imports.
+_WALKS = (
+    f"""SELECT p.server_seq FROM sync_push AS p CROSS JOIN messages AS m
+        ON m.seq = p.local_position
+        WHERE p.binding_pk = :binding AND p.server_seq > :after AND p.server_seq <= :upto
+          AND p.state = 'acked' AND {_UNREAD}
+        ORDER BY p.server_seq LIMIT 1""",
+    f"""SELECT q.server_seq FROM sync_quarantine AS q CROSS JOIN messages AS m
+        ON m.seq = q.local_position
+        WHERE q.binding_pk = :binding AND q.server_seq > :after AND q.server_seq <= :upto
+          AND q.status = 'imported' AND m.origin = 'imported' AND {_UNREAD}
+        ORDER BY q.server_seq LIMIT 1""",
+)
+
+#: The same minimum found from the reader's side: every unread message of
+#: the reader, mapped. It visits the reader's whole unread backlog, so it
+#: only runs past the walk's window.
+_BY_READER = f"""
+    SELECT min(s) FROM (
+        SELECT (SELECT p.server_seq FROM sync_push AS p
+                WHERE p.binding_pk = :binding AND p.local_position = m.seq
+                  AND p.state = 'acked') AS s
+        FROM messages AS m WHERE {_UNREAD}
+        UNION ALL
+        SELECT (SELECT q.server_seq FROM sync_quarantine AS q
+                WHERE q.binding_pk = :binding AND q.local_position = m.seq
+                  AND q.status = 'imported') AS s
+        FROM messages AS m WHERE m.origin = 'imported' AND {_UNREAD}
+    ) WHERE s > :after AND s <= :upto"""
+
+
+def _first_unread_seq(
+    conn: Any,
+    binding_pk: int,
+    reader: int,
+    after: int,
+    upto: int,
+    window: int = UNREAD_WALK_WINDOW,
+) -> int | None:
+    """The lowest mapped ``server_seq`` in ``(after, upto]`` of a message
+    addressed to ``reader`` that local read state does not cover.
+
+    Its cost must not grow with the reader's unread backlog (issue #17: an
+    idle scheduled pull runs this for every member): an agent that never
+    reads would otherwise make each pull visit every message ever sent to
+    it. So the sequences right above ``after`` are walked first, in order,
+    stopping at the first uncovered one — they are the ones the last
+    prepare could not pass. Only when the first :data:`UNREAD_WALK_WINDOW`
+    sequences (``window``) hold none is the rest searched from the reader's
+    side. The two ranges are disjoint and the window is the lower, so the
+    answer is the same minimum either way."""
+    top = min(upto, after + window)
+    args = {"binding": binding_pk, "reader": reader, "after": after, "upto": top}
+    found: int | None = None
+    for sql in _WALKS:
+        row = conn.execute(sql, args).fetchone()
+        if row is not None:
+            found = int(row[0])
+            args["upto"] = found - 1  # the next walk needs only lower sequences
+    if found is not None:
+        return found
+    if top >= upto:
+        return None
+    args.update(after=top, upto=upto)
+    row = conn.execute(_BY_READER, args).fetchone()
     return None if row[0] is None else int(row[0])
 
 
@@ -246,13 +300,13 @@ def _safe_prefix(
     """The prefix from ``effective`` up to the transport cursor, before the
     first blocking entry (``blocking``) and the reader's first uncovered
     message."""
-    if binding.transport_cursor <= effective:
-        return effective
     target = binding.transport_cursor
-    for hole in (blocking, _first_unread_seq(conn, binding.pk, reader, effective)):
-        if hole is not None:
-            target = min(target, hole - 1)
-    return max(target, effective)
+    if blocking is not None:
+        target = min(target, blocking - 1)
+    if target <= effective:
+        return effective
+    unread = _first_unread_seq(conn, binding.pk, reader, effective, target)
+    return target if unread is None else max(unread - 1, effective)
 
 
 def prepare_read_state(

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from syncengine.ops import read_state
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import SyncPullCursor
 from syncengine.store import Store
@@ -173,3 +176,67 @@ def test_marking_a_message_read_runs_only_index_searches(busy: Store) -> None:
     _assert_no_scans(
         busy, _statements(busy, lambda: busy.mark_read_batch("dev", "alice", [unread[3].id]))
     )
+
+
+def _backlog(tmp_path: Path, key: BindingKey, unread: int) -> tuple[Store, int, int, int]:
+    """A store where bob has ``unread`` unread messages: half our pushes,
+    half imports. Returns the store, the binding, bob and the cursor."""
+    store = Store(tmp_path / f"backlog-{unread}.db")
+    store.init()
+    store.create_team("dev", ["alice", "bob"])
+    for i in range(unread // 2):
+        store.send("dev", "alice", "bob", f"m{i}")
+    relay = FakeRelay()
+    prepared = store.sync_prepare_push(key, prepare_none(), unread)
+    store.sync_reconcile_push(key, relay.push(list(prepared.candidates)))
+    top = relay.tip
+    records = []
+    for seq in range(top + 1, top + 1 + unread - unread // 2):
+        wire, env = foreign_envelope(key, f"in{seq}", "alice", "bob")
+        records.append(pull_record(seq, wire, env))
+    store.sync_apply_pull(key, records, SyncPullCursor(top + len(records)))
+    binding = store.sync_binding(key)
+    assert binding is not None
+    (bob,) = store.conn.execute("SELECT member_pk FROM members WHERE name = 'bob'").fetchone()
+    return store, binding.pk, bob, binding.transport_cursor
+
+
+def _vm_steps(store: Store, run: Callable[[], Any]) -> int:
+    """SQLite virtual-machine steps ``run`` takes (a count, not a time)."""
+    steps = 0
+
+    def count() -> bool:
+        nonlocal steps
+        steps += 1
+        return False
+
+    store.conn.set_progress_handler(count, 10)
+    try:
+        run()
+    finally:
+        store.conn.set_progress_handler(None)
+    return steps
+
+
+def test_a_members_prefix_search_does_not_visit_its_unread_backlog(
+    tmp_path: Path, key: BindingKey
+) -> None:
+    """Issue #17: an idle pull runs read-state prepare for every member; the
+    search for a member's first uncovered message walks the sequences above
+    its frontier and stops at that message, so a member that never reads
+    costs the same with 40 unread messages as with 800. The reader-side
+    search (window 0) is the cost the walk removes."""
+    costs: dict[tuple[int, int], int] = {}
+    for unread in (40, 800):
+        store, binding, bob, top = _backlog(tmp_path, key, unread)
+        with store:
+            for window in (0, read_state.UNREAD_WALK_WINDOW):
+                search = partial(
+                    read_state._first_unread_seq, store.conn, binding, bob, 0, top, window
+                )
+                found: list[int | None] = []
+                costs[unread, window] = _vm_steps(store, lambda: found.append(search()))  # noqa: B023
+                assert found == [1]
+    walk = read_state.UNREAD_WALK_WINDOW
+    assert costs[800, walk] <= costs[40, walk] + 1
+    assert costs[800, 0] > 10 * costs[40, 0]

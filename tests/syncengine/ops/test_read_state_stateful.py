@@ -35,7 +35,7 @@ from syncengine.ops.read_records import (
     SyncReadFrontier,
     SyncReadSnapshot,
 )
-from syncengine.ops.read_state import PrepareReadResult
+from syncengine.ops.read_state import PrepareReadResult, _first_unread_seq
 from syncengine.store import Store
 from syncengine.store import teams as team_rows
 from syncengine.store.connection import write_transaction
@@ -240,6 +240,61 @@ class ReadStateMachines(RuleBasedStateMachine):
             assert not invented, f"machine {machine} reads {sorted(invented)} nobody marked"
             self.seen[machine] = now
 
+
+#: The reader-side search of every uncovered message, as prepare ran it before
+#: the ordered walk (issue #17): the oracle the walk must agree with.
+_REFERENCE_FIRST_UNREAD = """
+    SELECT min(s) FROM (
+        SELECT (SELECT p.server_seq FROM sync_push AS p
+                WHERE p.binding_pk = :binding AND p.local_position = m.seq
+                  AND p.state = 'acked') AS s
+        FROM messages AS m
+        WHERE m.recipient_pk = :reader
+          AND m.seq > coalesce(
+                (SELECT local_position FROM read_frontiers WHERE member_pk = :reader), 0)
+          AND NOT EXISTS (SELECT 1 FROM message_reads AS x
+                          WHERE x.reader_pk = :reader AND x.msg_seq = m.seq)
+        UNION ALL
+        SELECT (SELECT q.server_seq FROM sync_quarantine AS q
+                WHERE q.binding_pk = :binding AND q.local_position = m.seq
+                  AND q.status = 'imported') AS s
+        FROM messages AS m
+        WHERE m.recipient_pk = :reader AND m.origin = 'imported'
+          AND m.seq > coalesce(
+                (SELECT local_position FROM read_frontiers WHERE member_pk = :reader), 0)
+          AND NOT EXISTS (SELECT 1 FROM message_reads AS x
+                          WHERE x.reader_pk = :reader AND x.msg_seq = m.seq)
+    ) WHERE s > :after AND s <= :upto
+"""
+
+
+class FirstUnreadMachines(ReadStateMachines):
+    """The same histories, checking after every step that the ordered walk
+    for a member's first uncovered message finds what a search of the
+    member's whole unread backlog finds, whatever the window (so both the
+    walk and its fall-back past the window are exercised)."""
+
+    @invariant()
+    def the_ordered_walk_finds_the_first_uncovered_message(self) -> None:
+        for store in self.stores:
+            binding = store.sync_binding(self.key)
+            assert binding is not None
+            top = binding.transport_cursor
+            for (reader,) in store.conn.execute("SELECT member_pk FROM members").fetchall():
+                for after in sorted({0, 1, top // 2}):
+                    args = {"binding": binding.pk, "reader": reader, "after": after, "upto": top}
+                    expected = store.conn.execute(_REFERENCE_FIRST_UNREAD, args).fetchone()[0]
+                    for window in (1, 2, 4096):
+                        found = _first_unread_seq(
+                            store.conn, binding.pk, reader, after, top, window
+                        )
+                        assert found == expected, (after, window, found, expected)
+
+
+FirstUnreadMachines.TestCase.settings = settings(
+    max_examples=15, stateful_step_count=25, deadline=None
+)
+TestFirstUnreadWalk = FirstUnreadMachines.TestCase
 
 ReadStateMachines.TestCase.settings = settings(
     max_examples=30, stateful_step_count=25, deadline=None
