@@ -15,7 +15,13 @@ anchors in every round (A B A B …):
   as its difference to it — the part the project's own code costs;
 * ``send`` (body on stdin), ``status`` and ``inbox`` on a small store;
 * idle ``pull``, ``push`` and ``sync`` against a live relay on 127.0.0.1
-  (one connected store, everything already pushed and pulled).
+  (one connected store, everything already pushed and pulled);
+* ``status`` and idle ``pull``, ``push``, ``sync`` once more on a store with
+  a deep history (``--history`` messages, 20,000 quick, 100,000 otherwise:
+  every one pushed, pulled back as its echo and unread by its recipient),
+  reported as the per-round ratio to the same command on the small store:
+  an idle scheduled run must not cost more as history grows (#17,
+  deliverable 3; target <= 1.2).
 
 Each side is reported as its median wall time, with the median of the
 per-round ratio (and difference) to ``python -c pass`` of the same round.
@@ -65,6 +71,10 @@ SEED_MESSAGES = 5
 #: The targets of issue #17: idle relay commands (wall), host commands (over ``python -c pass``).
 RELAY_TARGET_MS = "<= 150"
 LOCAL_TARGET_DELTA_MS = "<= 60"
+#: Deep history / small store, per command (#17: no cost that grows with history).
+HISTORY_TARGET = "<= 1.2"
+#: The suffix of a side run on the deep-history store.
+DEEP = " [history]"
 #: The anchor that imports the HTTP stack and nothing else.
 HTTP_STACK = "python -c 'import httpx'"
 #: The relay listens on loopback only, on a free port.
@@ -166,9 +176,12 @@ class Setup:
     pushed and pulled, and a local store for ``send`` (so that ``send``
     never gives the idle ``push`` something to do)."""
 
-    def __init__(self, directory: Path, relay: Relay, code: Path | None = None) -> None:
+    def __init__(
+        self, directory: Path, relay: Relay, code: Path | None = None, history: int = 0
+    ) -> None:
         self.dir = directory
         self.relay = relay
+        self.history = history
         self.store = directory / "a" / "store.db"
         self.local = directory / "local" / "store.db"
         self.env = _child_env(code)
@@ -213,13 +226,37 @@ class Setup:
         token.unlink()
         for n in range(SEED_MESSAGES):
             self.cli("send", TEAM, "alice", "bob", "-", *store, stdin=f"seed {n}".encode())
+        if self.history:
+            self._deepen()
         self.cli("sync", *store)
         local = ["--store", str(self.local)]
         self.cli("team", "create", TEAM, "--member", "alice", "--member", "bob", *local)
 
+    def _deepen(self) -> None:
+        """``history`` more messages, written in bulk through the store (a
+        host's sends, without a process each), then pushed and pulled back:
+        a history of acknowledged pushes and echoes, all unread by bob."""
+        from syncengine.store import OutgoingMessage, Store
+
+        with Store(self.store) as store:
+            for first in range(0, self.history, 1000):
+                store.send_many(
+                    OutgoingMessage(TEAM, "alice", "bob", f"history {n}")
+                    for n in range(first, min(first + 1000, self.history))
+                )
+        self.cli("push", "--all", "--store", str(self.store))
+        self.cli("pull", "--store", str(self.store))
+
     def sides(self) -> dict[str, tuple[list[str], bytes]]:
         """Command name → (argv, stdin), in the order each round runs them."""
         store = ["--store", str(self.store)]
+        if self.history:
+            return {
+                "status" + DEEP: ([*self.se, "status", *store], b""),
+                "pull (idle)" + DEEP: ([*self.se, "pull", *store], b""),
+                "push (idle)" + DEEP: ([*self.se, "push", *store], b""),
+                "sync (idle)" + DEEP: ([*self.se, "sync", *store], b""),
+            }
         return {
             "send": (
                 [*self.se, "send", TEAM, "alice", "bob", "-", "--store", str(self.local)],
@@ -245,9 +282,13 @@ ANCHORS: dict[str, tuple[list[str], bytes]] = {
 BEFORE = " [before]"
 
 
-def measure(setups: Sequence[tuple[str, Setup]], rounds: int) -> dict[str, list[Sample]]:
+def measure(
+    setups: Sequence[tuple[str, Setup]], rounds: int, deep: Setup | None = None
+) -> dict[str, list[Sample]]:
     """Every side once per round, interleaved (a warm-up round first, dropped).
-    With two trees, each command runs work tree then before, side by side."""
+    With two trees, each command runs work tree then before, side by side;
+    a ``deep`` store's command runs right after the same command on the
+    small store."""
     kept: dict[str, list[Sample]] = {}
     env = _child_env()
 
@@ -265,6 +306,9 @@ def measure(setups: Sequence[tuple[str, Setup]], rounds: int) -> dict[str, list[
         for suffix, setup, commands in per_tree:
             argv, stdin = commands[command]
             sides[command + suffix] = side(command + suffix, argv, stdin, setup.env)
+        if deep is not None and command + DEEP in deep.sides():
+            argv, stdin = deep.sides()[command + DEEP]
+            sides[command + DEEP] = side(command + DEEP, argv, stdin, deep.env)
     interleaved(sides, rounds, warmup=1)
     return {name: samples[1:] for name, samples in kept.items()}  # the warm-up dropped
 
@@ -297,6 +341,21 @@ def report(samples: dict[str, list[Sample]], out: Report) -> None:
     print()
     for name, values in wall.items():
         if name.endswith(BEFORE):
+            continue
+        if name.endswith(DEEP):
+            small = name.removesuffix(DEEP)
+            out.add(
+                Figure(
+                    f"{small} on a deep history / on a 5-message store",
+                    _median_ratio(values, wall[small]),
+                    "x",
+                    HISTORY_TARGET,
+                    anchor=f"{small}, same rounds",
+                    source="#17",
+                    detail=f"median {statistics.median(values) * 1000:.1f} ms, "
+                    f"cpu {statistics.median(cpu[name]) * 1000:.1f} ms",
+                )
+            )
             continue
         median_ms = statistics.median(values) * 1000
         ratio = _median_ratio(values, bare)
@@ -359,6 +418,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds")
     parser.add_argument("--keep", action="store_true", help="keep the working directory")
     parser.add_argument(
+        "--history",
+        type=int,
+        default=None,
+        help="messages of the deep-history store (20,000 quick, 100,000; 0: none)",
+    )
+    parser.add_argument(
         "--compare",
         type=Path,
         default=None,
@@ -367,6 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     rounds = args.rounds or (12 if args.quick else 40)
+    history = (20_000 if args.quick else 100_000) if args.history is None else args.history
     out = Report("startup", args.quick)
     print(f"bench_startup: {rounds} rounds, {format_load()}")
     directory = Path(tempfile.mkdtemp(prefix="bench-startup-"))
@@ -376,9 +442,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         setups = [("", Setup(directory / "work-tree", relay))]
         if args.compare is not None:
             setups.append((BEFORE, Setup(directory / "before", relay, args.compare.resolve())))
-        for _, setup in setups:
+        deep = Setup(directory / "history", relay, history=history) if history else None
+        for setup in [s for _, s in setups] + ([deep] if deep is not None else []):
             setup.start()
-        samples = measure(setups, rounds)
+        samples = measure(setups, rounds, deep)
     finally:
         relay.stop()
         if args.keep:
@@ -387,6 +454,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(directory, ignore_errors=True)
     report(samples, out)
     out.note("bytecode written (no PYTHONDONTWRITEBYTECODE); idle commands start no child")
+    if history:
+        out.note(f"deep history: {history:,} messages pushed, pulled back and unread")
     return out.finish(args.json)
 
 
