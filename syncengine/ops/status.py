@@ -84,12 +84,15 @@ def sync_status(conn: Any, key: BindingKey) -> SyncStatus:
     conflicts = conn.execute(
         "SELECT count(*) FROM sync_conflicts WHERE binding_pk = ?", (binding.pk,)
     ).fetchone()[0]
+    # Through the open reservations' index, in position order: the blocked
+    # few, not every acknowledged reservation of the history (issue #17).
     blocked = tuple(
         BlockedMessage(*row)
         for row in conn.execute(
             "SELECT p.local_position, m.id, p.blocked_limit, p.blocked_reason"
-            " FROM sync_push AS p JOIN messages AS m ON m.seq = p.local_position"
-            " WHERE p.binding_pk = ? AND p.state = 'blocked'"
+            " FROM sync_push AS p INDEXED BY sync_push_open"
+            " JOIN messages AS m ON m.seq = p.local_position"
+            " WHERE p.binding_pk = ? AND p.state != 'acked' AND p.state = 'blocked'"
             " ORDER BY p.local_position LIMIT ?",
             (binding.pk, MAX_LISTED_BLOCKED),
         )

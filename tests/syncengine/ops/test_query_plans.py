@@ -240,3 +240,28 @@ def test_a_members_prefix_search_does_not_visit_its_unread_backlog(
     walk = read_state.UNREAD_WALK_WINDOW
     assert costs[800, walk] <= costs[40, walk] + 1
     assert costs[800, 0] > 10 * costs[40, 0]
+
+
+def test_status_lists_blocked_messages_without_walking_acknowledged_ones(
+    tmp_path: Path, key: BindingKey
+) -> None:
+    """Issue #17: the blocked messages ``status`` names are found through
+    the open reservations' index, so the listing takes as many steps over
+    800 acknowledged messages as over 40."""
+    from syncengine.ops.status import sync_status
+
+    steps = {}
+    for size in (40, 800):
+        store, *_ = _backlog(tmp_path, key, size)
+        with store:
+            store.conn.execute("DELETE FROM sync_quarantine")  # only reservations
+            assert sync_status(store.conn, key).blocked == ()
+            listing = [
+                sql
+                for sql in _statements(store, lambda: sync_status(store.conn, key))  # noqa: B023
+                if "blocked_reason" in sql
+            ]
+            assert len(listing) == 1
+            run = partial(store.conn.execute, listing[0], (1, 100))
+            steps[size] = _vm_steps(store, lambda: run().fetchall())  # noqa: B023
+    assert steps[800] <= steps[40] + 1
