@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from syncengine.ops.history_counts import add_history
 from syncengine.store.event_log import canonical_at
 from wire.message import Message
 
@@ -94,7 +95,7 @@ def adopt_own_messages(
         projection = message.projection
         assert isinstance(projection, Message)
         rows = conn.execute(
-            "SELECT m.seq, m.at, s.name, r.name"
+            "SELECT m.seq, m.at, s.name, r.name, p.local_position IS NULL"
             " FROM messages AS m INDEXED BY messages_local_by_team"
             " JOIN members AS s ON s.member_pk = m.sender_pk"
             " JOIN members AS r ON r.member_pk = m.recipient_pk"
@@ -104,24 +105,27 @@ def adopt_own_messages(
             " ORDER BY m.seq",
             (binding_pk, team_pk, push_cursor, projection.body),
         ).fetchall()
-        match = next(
+        found = next(
             (
-                seq
-                for seq, at, sender, recipient in rows
+                (seq, bool(fresh))
+                for seq, at, sender, recipient, fresh in rows
                 if seq not in taken
                 and (sender, recipient) == (projection.from_agent, projection.to_agent)
                 and canonical_at(at) == projection.created_at
             ),
             None,
         )
-        if match is None:
+        if found is None:
             continue
+        match, fresh_row = found
         env = message.envelope
         conn.execute(
             "INSERT OR REPLACE INTO sync_push (binding_pk, local_position, state, wire_id,"
             " envelope_v, cipher, key_id, blob) VALUES (?, ?, 'reserved', ?, ?, ?, ?, ?)",
             (binding_pk, match, message.wire_id, env.v, env.cipher, env.key_id, env.blob),
         )
+        if fresh_row:  # a blocked row is replaced, not added
+            add_history(conn, binding_pk, push=1)
         taken.add(match)
         adopted += 1
     return adopted

@@ -43,6 +43,7 @@ from syncengine.ops.bindings import (
     sync_transaction,
 )
 from syncengine.ops.errors import SyncCorruptState
+from syncengine.ops.history_counts import add_history
 from syncengine.ops.reconcile_push import (
     ConflictRow,
     contiguous_push_cursor,
@@ -425,6 +426,18 @@ def _commit_plan(
         _quarantine_row(binding.pk, messages[i], status, None) for i, status in plan.new_rows
     )
     insert_rows(conn, _INSERT_QUARANTINE, fresh)
+    reconciled = _VALUES[QuarantineState.RECONCILED]
+    add_history(
+        conn,
+        binding.pk,
+        quarantine=len(fresh),
+        reconciled=sum(row[8] == reconciled for row in fresh)
+        + sum(
+            (status is QuarantineState.RECONCILED)
+            - (pulled[messages[i].wire_id].status is QuarantineState.RECONCILED)
+            for i, status in plan.updates
+        ),
+    )
     conn.executemany(
         "UPDATE sync_quarantine SET status = ?, policy_revision = ?,"
         " local_security_revision = ?, reason = ?,"

@@ -36,6 +36,7 @@ from typing import Any, cast
 from syncengine import ids
 from syncengine.crash import crash_point
 from syncengine.ops.bindings import BindingKey, SyncBinding, open_binding, sync_transaction
+from syncengine.ops.history_counts import add_history
 from syncengine.ops.records import AGE_V1, SyncPrepare, SyncPushCandidate, SyncState
 from syncengine.ops.states import (
     RESERVATION_STATES,
@@ -572,6 +573,7 @@ def _publish(
             " WHERE binding_pk = ?1 AND local_position = ?2 AND state = 'blocked'",
             plan.blocks_again,
         )
+        add_history(conn, binding.pk, push=len(plan.inserts) + len(plan.blocks_new))
         if plan.taken_positions:
             # Published by a concurrent prepare: emit what it committed.
             extra = conn.execute(

@@ -8,8 +8,9 @@ history and an accepted unavailable interval stay distinguishable). It is
 an operator query, not a hot path. It also shows each roster member's
 read state: local frontier and exact exceptions above it, the effective
 remote frontier, the relay's exact reads, reads waiting for upload, and a
-block with its reason: the counts are
-grouped scans of the binding's rows.
+block with its reason. The per-state counts never read the history: the
+states that stay small are counted through their partial indexes, the rest
+come from totals the writers keep (``sync_history_counts``).
 """
 
 from __future__ import annotations
@@ -65,22 +66,53 @@ class SyncStatus:
     read_members: tuple[MemberReadStatus, ...] = ()
 
 
+#: The quarantine statuses that hold an envelope back (their partial index).
+_BLOCKING = (
+    "'unsupported_cipher', 'pending_key', 'authentication_failed', 'malformed', 'policy_violation'"
+)
+
+
+def _state_counts(conn: Any, binding_pk: int) -> tuple[dict[str, int], dict[str, int]]:
+    """Reservations and quarantine rows per state, without reading the
+    history (issue #17): the states that stay small through their partial
+    indexes, ``acked``, ``reconciled`` and ``imported`` from the totals the
+    writers keep (:mod:`syncengine.ops.history_counts`)."""
+    from syncengine.ops.history_counts import history_counts
+
+    push_rows, quarantine_rows, reconciled = history_counts(conn, binding_pk)
+    push = dict(
+        conn.execute(
+            "SELECT state, count(*) FROM sync_push INDEXED BY sync_push_open"
+            " WHERE binding_pk = ? AND state != 'acked' GROUP BY state",
+            (binding_pk,),
+        ).fetchall()
+    )
+    push["acked"] = push_rows - sum(push.values())
+    quarantine = dict(
+        conn.execute(
+            "SELECT status, count(*) FROM sync_quarantine INDEXED BY sync_quarantine_blocking"
+            f" WHERE binding_pk = ? AND status IN ({_BLOCKING}) GROUP BY status",
+            (binding_pk,),
+        ).fetchall()
+    )
+    quarantine["corrupt_state"] = conn.execute(
+        "SELECT count(*) FROM sync_quarantine INDEXED BY sync_quarantine_corrupt"
+        " WHERE binding_pk = ? AND status = 'corrupt_state'",
+        (binding_pk,),
+    ).fetchone()[0]
+    quarantine["reconciled"] = reconciled
+    quarantine["imported"] = quarantine_rows - sum(quarantine.values())
+    return (
+        {state: n for state, n in sorted(push.items()) if n},
+        {status: n for status, n in sorted(quarantine.items()) if n},
+    )
+
+
 def sync_status(conn: Any, key: BindingKey) -> SyncStatus:
     binding = load_binding(conn, key)
     if binding is None:
         return SyncStatus(None, {}, {}, 0, ())
-    reservations = dict(
-        conn.execute(
-            "SELECT state, count(*) FROM sync_push WHERE binding_pk = ? GROUP BY state",
-            (binding.pk,),
-        ).fetchall()
-    )
-    quarantine = dict(
-        conn.execute(
-            "SELECT status, count(*) FROM sync_quarantine WHERE binding_pk = ? GROUP BY status",
-            (binding.pk,),
-        ).fetchall()
-    )
+    reservations, quarantine = _state_counts(conn, binding.pk)
     conflicts = conn.execute(
         "SELECT count(*) FROM sync_conflicts WHERE binding_pk = ?", (binding.pk,)
     ).fetchone()[0]

@@ -519,6 +519,30 @@ def _v12_adoptable_imports(conn: Any) -> None:
     )
 
 
+def _v13_history_counts(conn: Any) -> None:
+    """``sync_history_counts``: per binding, its reservations, quarantine rows
+    and ``reconciled`` quarantine rows, kept by the statements that write
+    them (syncengine/ops/history_counts.py), so ``status`` need not count the
+    history (issue #17). Counted here once from the rows already there."""
+    conn.execute(
+        """
+        CREATE TABLE sync_history_counts (
+            binding_pk      INTEGER PRIMARY KEY REFERENCES sync_bindings (binding_pk),
+            push_rows       INTEGER NOT NULL CHECK (push_rows >= 0),
+            quarantine_rows INTEGER NOT NULL CHECK (quarantine_rows >= 0),
+            reconciled_rows INTEGER NOT NULL CHECK (reconciled_rows >= 0)
+        ) STRICT;
+        INSERT INTO sync_history_counts (binding_pk, push_rows, quarantine_rows, reconciled_rows)
+            SELECT b.binding_pk,
+                   (SELECT count(*) FROM sync_push WHERE binding_pk = b.binding_pk),
+                   (SELECT count(*) FROM sync_quarantine WHERE binding_pk = b.binding_pk),
+                   (SELECT count(*) FROM sync_quarantine
+                    WHERE binding_pk = b.binding_pk AND status = 'reconciled')
+            FROM sync_bindings AS b;
+        """
+    )
+
+
 #: Migration ``i`` takes the schema from version ``i`` to ``i + 1``.
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v1_registry,
@@ -533,6 +557,7 @@ MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v10_restore_adoption,
     _v11_key_epochs,
     _v12_adoptable_imports,
+    _v13_history_counts,
 )
 LATEST_VERSION = len(MIGRATIONS)
 
@@ -549,6 +574,7 @@ REQUIRED_TABLES = frozenset(
         "sync_push",
         "sync_quarantine",
         "sync_conflicts",
+        "sync_history_counts",
         "sync_resync_audits",
         "read_remote_frontiers",
         "read_remote_exact",

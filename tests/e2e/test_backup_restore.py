@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from syncengine.crash import CRASH_EXIT_CODE, RESTORE_CRASH_POINTS
+from syncengine.ops.history_counts import history_counts, recount_history
 from syncengine.store import Store
 from tests.e2e.conftest import LeanTeam, Machine, exactly_once, relay_counts, run_cli
 from tests.relay.live import LiveRelay
@@ -68,6 +69,12 @@ def test_a_store_restored_from_an_older_backup_rejoins_without_duplicates(
     b.sync()
     assert ("alice", "bob", "after the restore") in _history(b)
     assert relay_counts(live, team.id) == (5, 5)
+    # Adoption re-published rows; the totals status reads stay exact.
+    for machine in (a, b):
+        with Store(machine.store) as store:
+            for (binding,) in store.conn.execute("SELECT binding_pk FROM sync_bindings"):
+                kept = history_counts(store.conn, binding)
+                assert kept == recount_history(store.conn, binding)
 
 
 def test_a_backup_is_a_consistent_private_store_marked_as_a_backup(

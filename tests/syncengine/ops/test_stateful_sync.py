@@ -157,6 +157,24 @@ class SyncMachine(RuleBasedStateMachine):
         assert set(bodies) <= set(self.sent) | set(self.foreign)
 
     @invariant()
+    def status_counts_equal_the_rows_in_each_state(self) -> None:
+        """``status`` counts from the totals the writers keep and the partial
+        indexes; through every prepare, reconcile, apply, reprocess and crash
+        they equal the grouped counts of the rows themselves."""
+        from syncengine.ops.status import sync_status
+
+        conn = self.store.conn
+        status = sync_status(conn, self.key)
+        if status.binding is None:
+            return
+        assert status.reservations == dict(
+            conn.execute("SELECT state, count(*) FROM sync_push GROUP BY 1 ORDER BY 1")
+        )
+        assert status.quarantine == dict(
+            conn.execute("SELECT status, count(*) FROM sync_quarantine GROUP BY 1 ORDER BY 1")
+        )
+
+    @invariant()
     def nothing_is_imported_twice_or_lost(self) -> None:
         stored = [(m.body, m.origin) for m in self.store.history("dev")]
         assert sorted(b for b, o in stored if o == "local") == sorted(self.sent)

@@ -8,9 +8,18 @@ from typing import Any
 import apsw
 import pytest
 
+from syncengine.ops.history_counts import history_counts, recount_history
+from syncengine.ops.records import SyncPullCursor
 from syncengine.store import Store, StoreTooNew
 from syncengine.store import migrations as mig
 from syncengine.store.connection import WAL_AUTOCHECKPOINT_PAGES, open_connection
+from tests.syncengine.ops.helpers import (
+    FakeRelay,
+    foreign_envelope,
+    new_key,
+    prepare_none,
+    pull_record,
+)
 
 
 def _raw(path: Path) -> Any:
@@ -187,3 +196,27 @@ def test_migration_9_indexes_only_sealed_envelopes_by_their_head(tmp_path: Path)
     }
     assert set(indexes) == {"sync_quarantine_by_envelope_head", "sync_push_by_envelope_head"}
     assert all("cipher <> 'none'" in sql for sql in indexes.values())
+
+
+def test_migration_13_counts_the_history_a_store_already_holds(tmp_path: Path) -> None:
+    """``sync_history_counts`` starts equal to the reservations, quarantine
+    rows and reconciled echoes a store holds when it is upgraded."""
+    path = tmp_path / "s.db"
+    key = new_key()
+    with Store(path) as store:
+        store.init()
+        store.create_team("dev", ["alice", "bob"])
+        for i in range(5):
+            store.send("dev", "alice", "bob", f"m{i}")
+        candidates = list(store.sync_prepare_push(key, prepare_none(), 10).candidates)
+        store.sync_reconcile_push(key, FakeRelay().push(candidates[:3]))
+        wire, env = foreign_envelope(key, "from afar", "bob", "alice")
+        store.sync_apply_pull(key, [pull_record(4, wire, env)], SyncPullCursor(4))
+        binding = store.sync_binding(key)
+        assert binding is not None
+        # As a version-12 program left it: the rows, and no counts.
+        store.conn.execute("DROP TABLE sync_history_counts; PRAGMA user_version = 12;")
+    with Store(path) as store:
+        assert mig.schema_version(store.conn) == mig.LATEST_VERSION
+        assert history_counts(store.conn, binding.pk) == (5, 1, 0)
+        assert recount_history(store.conn, binding.pk) == (5, 1, 0)
