@@ -244,6 +244,30 @@ def _relay(engine: Any, now: Callable[[], datetime]) -> list[Check]:
     return checks
 
 
+def _counts(engine: Any, binding_pk: int) -> Check:
+    """The totals ``status`` reads (kept by the writers, issue #17) against
+    the rows themselves: a full read of the history, which is what a doctor
+    is for."""
+    from syncengine.ops.history_counts import history_counts, recount_history
+    from syncengine.store.connection import read_transaction
+
+    with read_transaction(engine.store.conn, engine.store.path) as conn:
+        kept, counted = history_counts(conn, binding_pk), recount_history(conn, binding_pk)
+    if kept == counted:
+        return Check("status-counts", "ok", "the counts status shows match the stored rows")
+    names = ("reservations", "quarantine rows", "reconciled rows")
+    detail = ", ".join(
+        f"{name} {k} kept, {n} stored" for name, k, n in zip(names, kept, counted, strict=True)
+    )
+    return Check(
+        "status-counts",
+        "warn",
+        f"status counts differ from the stored rows: {detail}",
+        "Only 'syncengine status' counts are off; messages and sync are unaffected. "
+        "Please report it with this output.",
+    )
+
+
 def _local_state(engine: Any) -> list[Check]:
     status = engine.status()
     e = status.engine
@@ -284,6 +308,7 @@ def _local_state(engine: Any) -> list[Check]:
         )
     else:
         checks.append(Check("quarantine", "ok", "no blocked messages"))
+    checks.append(_counts(engine, c.binding_pk))
     pending = status.pending_push
     checks.append(
         Check(

@@ -23,7 +23,8 @@ def test_a_healthy_machine_passes_every_check(live: LiveRelay, tmp_path: Path) -
     code, checks = _doctor(a)
     assert code == 0, checks
     for name in ("store-modes", "schema", "binding", "credential", "relay", "clock",
-                 "integrity", "quarantine", "pending-push", "engine-lock"):  # fmt: skip
+                 "integrity", "quarantine", "status-counts", "pending-push",
+                 "engine-lock"):  # fmt: skip
         assert checks[name]["verdict"] == "ok", checks[name]
 
 
@@ -44,6 +45,22 @@ def test_pending_messages_warn_without_failing(live: LiveRelay, tmp_path: Path) 
     assert code == 0
     assert checks["pending-push"]["verdict"] == "warn"
     assert checks["pending-push"]["remedy"] == "syncengine sync"
+
+
+def test_status_counts_that_drifted_from_the_rows_warn_with_both_figures(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    a = LeanTeam(live, tmp_path).machine("a")
+    a.send("alice", "bob", "one")
+    a.sync()
+    code, checks = _doctor(a)
+    assert checks["status-counts"]["verdict"] == "ok"
+    with Engine(a.store) as engine:
+        engine.store.conn.execute("UPDATE sync_history_counts SET push_rows = push_rows + 2")
+    code, checks = _doctor(a)
+    assert code == 0  # a warning: sync is unaffected
+    assert checks["status-counts"]["verdict"] == "warn"
+    assert "reservations 3 kept, 1 stored" in checks["status-counts"]["detail"]
 
 
 def test_an_unreachable_relay_fails_the_relay_check(live: LiveRelay, tmp_path: Path) -> None:
