@@ -426,15 +426,17 @@ def _commit_plan(
         _quarantine_row(binding.pk, messages[i], status, None) for i, status in plan.new_rows
     )
     insert_rows(conn, _INSERT_QUARANTINE, fresh)
-    reconciled = _VALUES[QuarantineState.RECONCILED]
+    # ``status`` reads these totals (syncengine/ops/history_counts.py): new
+    # rows, and rows moving into or out of ``reconciled``. Every update is of
+    # a row this page's wire ID already held (it is in ``pulled``).
+    reconciled = QuarantineState.RECONCILED
     add_history(
         conn,
         binding.pk,
         quarantine=len(fresh),
-        reconciled=sum(row[8] == reconciled for row in fresh)
+        reconciled=sum(status is reconciled for _, status in plan.new_rows)
         + sum(
-            (status is QuarantineState.RECONCILED)
-            - (pulled[messages[i].wire_id].status is QuarantineState.RECONCILED)
+            (status is reconciled) - (pulled[messages[i].wire_id].status is reconciled)
             for i, status in plan.updates
         ),
     )
