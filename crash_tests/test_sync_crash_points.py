@@ -30,6 +30,7 @@ import pytest
 
 from syncengine.crash import CRASH_EXIT_CODE, STAGE1_CRASH_POINTS
 from syncengine.ops.bindings import BindingKey
+from syncengine.ops.history_counts import history_counts, recount_history
 from syncengine.ops.records import SyncPullCursor, SyncPullMessage, SyncPushAck, dump_line
 from syncengine.ops.resync import SyncResync, SyncResyncResult
 from syncengine.store import Store
@@ -153,6 +154,9 @@ def _check_invariants(store: Store, world: World) -> None:
             "SELECT count(*) FROM sync_quarantine WHERE status = 'imported'"
         ).fetchone()[0]
     )
+    # The totals ``status`` reads move with the rows, in the same transaction.
+    for (binding_pk,) in conn.execute("SELECT binding_pk FROM sync_bindings").fetchall():
+        assert history_counts(conn, binding_pk) == recount_history(conn, binding_pk)
     for push_cursor, transport in conn.execute(
         "SELECT push_cursor, transport_cursor FROM sync_bindings"
     ):

@@ -159,8 +159,8 @@ class SyncMachine(RuleBasedStateMachine):
     @invariant()
     def status_counts_equal_the_rows_in_each_state(self) -> None:
         """``status`` counts from the totals the writers keep and the partial
-        indexes; through every prepare, reconcile, apply, reprocess and crash
-        they equal the grouped counts of the rows themselves."""
+        indexes; through every prepare, reconcile (answer kept or lost), apply
+        and reprocess they equal the grouped counts of the rows themselves."""
         from syncengine.ops.status import sync_status
 
         conn = self.store.conn
