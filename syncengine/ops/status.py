@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from syncengine.ops.bindings import BindingKey, SyncBinding, load_binding
+from syncengine.ops.history_counts import history_counts
+from syncengine.ops.states import QuarantineState
 
 if TYPE_CHECKING:
     from syncengine.ops.resync import SyncResyncAudit
@@ -66,10 +68,9 @@ class SyncStatus:
     read_members: tuple[MemberReadStatus, ...] = ()
 
 
-#: The quarantine statuses that hold an envelope back (their partial index).
-_BLOCKING = (
-    "'unsupported_cipher', 'pending_key', 'authentication_failed', 'malformed', 'policy_violation'"
-)
+#: The quarantine statuses that hold an envelope back, in the order of their
+#: partial index's ``IN`` list (the planner uses the index only on a match).
+_BLOCKING = ", ".join(f"'{state.value}'" for state in QuarantineState if state.blocking)
 
 
 def _state_counts(conn: Any, binding_pk: int) -> tuple[dict[str, int], dict[str, int]]:
@@ -77,8 +78,6 @@ def _state_counts(conn: Any, binding_pk: int) -> tuple[dict[str, int], dict[str,
     history (issue #17): the states that stay small through their partial
     indexes, ``acked``, ``reconciled`` and ``imported`` from the totals the
     writers keep (:mod:`syncengine.ops.history_counts`)."""
-    from syncengine.ops.history_counts import history_counts
-
     push_rows, quarantine_rows, reconciled = history_counts(conn, binding_pk)
     push = dict(
         conn.execute(
@@ -118,6 +117,7 @@ def sync_status(conn: Any, key: BindingKey) -> SyncStatus:
     ).fetchone()[0]
     # Through the open reservations' index, in position order: the blocked
     # few, not every acknowledged reservation of the history (issue #17).
+    # ``state != 'acked'`` is the index's own condition, which lets it serve.
     blocked = tuple(
         BlockedMessage(*row)
         for row in conn.execute(
