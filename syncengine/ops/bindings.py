@@ -28,7 +28,7 @@ from syncengine.ops.states import BindingEvent, BindingState, binding_next
 from syncengine.store.connection import write_transaction
 from syncengine.store.errors import CorruptStore, InvalidInput, StoreError
 from syncengine.store.names import check_local_team
-from syncengine.store.teams import team_pk
+from syncengine.store.teams import find_team, intern_team
 from wire.errors import WireError
 from wire.limits import PROTOCOL_VERSION
 from wire.scalars import check_uuid7
@@ -132,9 +132,12 @@ def _row_to_binding(row: tuple[Any, ...], key: BindingKey) -> SyncBinding:
 
 
 def load_binding(conn: Any, key: BindingKey) -> SyncBinding | None:
-    """The stored binding for ``key`` or ``None``; refuses a clash with
-    another local team or generation (the binding would be misinterpreted)."""
-    tkey = team_pk(conn, key.local_team)
+    """The stored binding for ``key`` or ``None`` — also for a local team
+    this store has never seen, which a host's first sync call on a fresh
+    machine names (driver-interface §2: the storage axis registers nothing).
+    Refuses a clash with another local team or generation (the binding would
+    be misinterpreted)."""
+    tkey = find_team(conn, key.local_team)
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM sync_bindings"
         " WHERE server_instance_id = ? AND remote_team_id = ? AND protocol_version = ?",
@@ -159,8 +162,13 @@ def load_binding(conn: Any, key: BindingKey) -> SyncBinding | None:
 def open_binding(conn: Any, key: BindingKey, now: str) -> SyncBinding:
     """The active binding for ``key``, created (revision 1) when absent.
 
-    Runs inside the caller's write transaction. A retired binding is refused.
+    Runs inside the caller's write transaction. A local team this store has
+    not seen is interned in that same transaction, as every storage write
+    interns its names (driver-interface §2; specs/store.md §4): a host's
+    first sync verb on a fresh machine needs nothing registered first. A
+    retired binding is refused.
     """
+    team = intern_team(conn, key.local_team, now)
     existing = load_binding(conn, key)
     state = binding_next(existing.state if existing else None, BindingEvent.BIND)
     if existing is not None:
@@ -170,7 +178,7 @@ def open_binding(conn: Any, key: BindingKey, now: str) -> SyncBinding:
         " protocol_version, driver_generation, state, revision, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
         (
-            team_pk(conn, key.local_team),
+            team,
             key.server_instance_id,
             key.remote_team_id,
             key.protocol_version,

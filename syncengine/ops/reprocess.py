@@ -8,7 +8,9 @@ exactly one ``sync_reprocess_page`` whose ``next_after`` is the last
 candidate's key exactly when ``has_more``. The keyset reads the partial
 index ``sync_quarantine_blocking``, so a page costs its own size whatever
 the history, and the pages stay stable while rows leave the blocking set
-underneath. Transport cursor and generation never change here; outcomes
+underneath. A stream never bound here (a fresh machine, a local team this
+store has not seen) has nothing to offer: cursor 0, no candidates, and no
+binding is created. Transport cursor and generation never change here; outcomes
 come back through :func:`syncengine.ops.apply_pull.apply_pull` with
 ``next_after`` equal to the current transport cursor. ``corrupt_state``
 rows are not offered: they need an operator, not a new key.

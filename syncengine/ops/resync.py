@@ -35,6 +35,8 @@ from syncengine.ops.bindings import (
     SyncBinding,
     advance_binding,
     load_binding,
+    open_binding,
+    store_generation,
     sync_transaction,
 )
 from syncengine.ops.errors import StaleBinding
@@ -293,17 +295,6 @@ class SyncResyncResult:
 # -- the operations -------------------------------------------------------------------
 
 
-def _existing(conn: Any, key: BindingKey) -> SyncBinding:
-    binding = load_binding(conn, key)
-    if binding is None:
-        raise InvalidInput(
-            "binding",
-            f"team {key.local_team!r} has no binding to remote team {key.remote_team_id} "
-            f"on server {key.server_instance_id}; a resync applies only to a bound stream",
-        )
-    return binding
-
-
 def _load_audit(conn: Any, binding: SyncBinding, floor: int) -> SyncResyncAudit | None:
     row = conn.execute(
         "SELECT expected_transport_cursor, accepted_floor FROM sync_resync_audits"
@@ -317,12 +308,17 @@ def resync_status(
     conn: Any, path: Path, key: BindingKey, accepted_floor: int | None
 ) -> SyncResyncStatus:
     """The generation, transport cursor and the audit for ``accepted_floor``
-    (``None`` when no floor is asked for): strictly read-only, and an error
-    when the binding does not exist — status never creates one."""
+    (``None`` when no floor is asked for): strictly read-only. A stream this
+    store has never bound — a fresh machine, an unseen local team — answers
+    as its binding would start: transport cursor 0 and no audit, so a gap
+    met on the very first pull can be approved (the approval then creates
+    the binding); status itself never creates one."""
     if accepted_floor is not None:
         _in_range(accepted_floor, "accepted-floor")
     with read_transaction(conn, path):
-        binding = _existing(conn, key)
+        binding = load_binding(conn, key)
+        if binding is None:
+            return SyncResyncStatus(store_generation(conn), 0, None)
         audit = None if accepted_floor is None else _load_audit(conn, binding, accepted_floor)
     return SyncResyncStatus(binding.driver_generation, binding.transport_cursor, audit)
 
@@ -336,13 +332,18 @@ def resync(
     The stored cursor must still be exactly ``expected_transport_cursor``
     (an optimistic check: a pull or another resync that moved it makes this
     approval stale), and no audit may exist for this floor. Nothing but the
-    binding's transport cursor and revision changes besides the new row.
+    binding's transport cursor and revision changes besides the new row —
+    except on a stream never bound here (a fresh machine whose first pull
+    met the relay's floor), where the binding is created at cursor 0 in the
+    same transaction, as any other sync write creates it.
     """
     request.check()
     with sync_transaction(conn, path, "resync.commit") as conn:
-        binding = _existing(conn, key)
-        if binding.state is not BindingState.ACTIVE:
+        if (
+            found := load_binding(conn, key)
+        ) is not None and found.state is not BindingState.ACTIVE:
             raise InvalidInput("binding", "the binding is retired; a resync cannot revive it")
+        binding = open_binding(conn, key, now)
         floor = request.min_available_seq
         if _load_audit(conn, binding, floor) is not None:
             raise Conflict(

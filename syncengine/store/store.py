@@ -359,6 +359,18 @@ class Store:
 
     # -- Stage-1 sync (specs/sync-stage1.md) --------------------------------------
 
+    def _sync_conn(self) -> Any:
+        """The connection for a sync verb: the store is created on first use.
+
+        A host clones a team onto a machine that never wrote a message, and
+        its first call is a sync verb (``apply`` or ``reprocess``; the
+        bundled driver creates its schema there too). Every sync answer
+        names the store's driver generation, which exists only once the
+        store does — so even the read-only verbs (``reprocess``,
+        ``resync-status``) create the empty store; they never write a team,
+        binding or cursor (specs/store.md §11.1)."""
+        return self._connect(create=True)
+
     def sync_bind(self, key: BindingKey) -> SyncBinding:
         """Create the binding if absent (one transaction); returns it."""
         from syncengine.ops.bindings import open_binding, sync_transaction
@@ -389,21 +401,23 @@ class Store:
     ) -> PrepareResult:
         from syncengine.ops.prepare_push import prepare_push
 
-        return prepare_push(self.conn, self.path, key, request, limit, _now(), after, seal_all)
+        return prepare_push(
+            self._sync_conn(), self.path, key, request, limit, _now(), after, seal_all
+        )
 
     def sync_reconcile_push(
         self, key: BindingKey, acks: Sequence[SyncPushAck]
     ) -> SyncReconcileResult:
         from syncengine.ops.reconcile_push import reconcile_push
 
-        return reconcile_push(self.conn, self.path, key, list(acks), _now())
+        return reconcile_push(self._sync_conn(), self.path, key, list(acks), _now())
 
     def sync_apply_pull(
         self, key: BindingKey, messages: Sequence[SyncPullMessage], cursor: SyncPullCursor
     ) -> ApplyResult:
         from syncengine.ops.apply_pull import apply_pull
 
-        return apply_pull(self.conn, self.path, key, list(messages), cursor, _now())
+        return apply_pull(self._sync_conn(), self.path, key, list(messages), cursor, _now())
 
     def sync_finish_adoption(self, key: BindingKey) -> bool:
         """A pull reached the relay's head: the binding stops adopting local
@@ -435,7 +449,7 @@ class Store:
     ) -> ReprocessResult:
         from syncengine.ops.reprocess import reprocess
 
-        return reprocess(self.conn, self.path, key, limit, page_after)
+        return reprocess(self._sync_conn(), self.path, key, limit, page_after)
 
     def sync_resync_status(
         self, key: BindingKey, accepted_floor: int | None = None
@@ -444,14 +458,14 @@ class Store:
         ``accepted_floor`` (retention-gap-resynchronization.md)."""
         from syncengine.ops.resync import resync_status
 
-        return resync_status(self.conn, self.path, key, accepted_floor)
+        return resync_status(self._sync_conn(), self.path, key, accepted_floor)
 
     def sync_resync(self, key: BindingKey, request: SyncResync) -> SyncResyncResult:
         """Accept a retention gap: audit row + transport cursor to the floor,
         one transaction."""
         from syncengine.ops.resync import resync
 
-        return resync(self.conn, self.path, key, request, _now())
+        return resync(self._sync_conn(), self.path, key, request, _now())
 
     # -- stage-2 read state (specs/read-state.md) --------------------------------
 
@@ -460,7 +474,7 @@ class Store:
     ) -> PrepareReadResult:
         from syncengine.ops.read_state import prepare_read_state
 
-        return prepare_read_state(self.conn, self.path, key, context, _now())
+        return prepare_read_state(self._sync_conn(), self.path, key, context, _now())
 
     def sync_apply_read_state(
         self,
@@ -470,19 +484,19 @@ class Store:
     ) -> SyncReadApplyResult:
         from syncengine.ops.read_state import apply_read_state
 
-        return apply_read_state(self.conn, self.path, key, snapshot, items, _now())
+        return apply_read_state(self._sync_conn(), self.path, key, snapshot, items, _now())
 
     def sync_block_read_state(self, key: BindingKey, request: SyncReadBlock) -> SyncReadBlocked:
         from syncengine.ops.read_state import block_member
 
-        return block_member(self.conn, self.path, key, request, _now())
+        return block_member(self._sync_conn(), self.path, key, request, _now())
 
     def sync_unblock_read_state(
         self, key: BindingKey, request: SyncReadUnblock
     ) -> SyncReadUnblocked:
         from syncengine.ops.read_state import unblock_member
 
-        return unblock_member(self.conn, self.path, key, request)
+        return unblock_member(self._sync_conn(), self.path, key, request, _now())
 
     def sync_status(self, key: BindingKey) -> SyncStatus:
         """Cursors, revision and counts per durable state, from one snapshot."""

@@ -150,24 +150,35 @@ def test_resync_status_ignores_whatever_is_on_stdin(path: Path, key: BindingKey)
     assert code == 0 and _one(out)["transport_cursor"] == "42"
 
 
-def test_resync_status_of_an_unbound_stream_exits_13_and_creates_no_binding(path: Path) -> None:
+def test_resync_status_of_a_stream_never_bound_here_answers_cursor_0_and_writes_nothing(
+    path: Path,
+) -> None:
     before = _snapshot(path)
     code, out, err = run(path, "resync-status", *_argv(new_key()), "100")
-    assert (code, out) == (13, b"")
-    assert "runtime_error" in err and "no binding" in err
+    assert (code, err) == (0, "")
+    assert _one(out) == {
+        "type": "sync_resync_status",
+        "driver_generation": _generation(path),
+        "transport_cursor": "0",
+        "audit": None,
+    }
     assert _snapshot(path) == before
 
 
-def test_resync_status_of_an_unknown_local_team_exits_13_naming_it(path: Path) -> None:
-    code, out, err = run(path, "resync-status", *_argv(new_key("ghost")))
-    assert (code, out) == (13, b"") and "ghost" in err
+def test_resync_status_of_a_local_team_never_seen_answers_cursor_0(path: Path) -> None:
+    code, out, _ = run(path, "resync-status", *_argv(new_key("ghost")))
+    assert code == 0 and _one(out)["transport_cursor"] == "0"
 
 
-def test_resync_status_on_a_missing_store_exits_13_and_creates_no_file(tmp_path: Path) -> None:
+def test_resync_status_on_a_missing_store_creates_only_the_empty_store(tmp_path: Path) -> None:
+    """Its answer names the store's generation, which exists once the store
+    does; no team or binding is written (specs/store.md §10.7)."""
     missing = tmp_path / "none.db"
-    code, out, err = run(missing, "resync-status", *_argv(new_key()))
-    assert (code, out) == (13, b"") and "init" in err
-    assert not missing.exists()
+    code, out, _ = run(missing, "resync-status", *_argv(new_key()))
+    assert code == 0 and _one(out)["driver_generation"] == _generation(missing)
+    with Store(missing) as store:
+        assert store.list_teams() == []
+        assert table(store.conn, "SELECT count(*) FROM sync_bindings") == [(0,)]
 
 
 @pytest.mark.parametrize(
@@ -284,16 +295,23 @@ def test_a_second_resync_to_the_same_floor_exits_13_and_changes_nothing(
     assert _snapshot(path) == before
 
 
-def test_resync_of_an_unbound_stream_exits_13_naming_the_binding(path: Path) -> None:
+def test_resync_of_a_stream_never_bound_here_expecting_cursor_0_binds_it_at_the_floor(
+    path: Path,
+) -> None:
+    fresh = new_key("ghost")
+    request = {**RESYNC, "expected_transport_cursor": "0"}
+    code, out, err = run(path, "resync", *_argv(fresh), stdin=_stdin(request))
+    assert (code, err) == (0, "")
+    assert _one(out)["transport_cursor"] == RESYNC["min_available_seq"]
+
+
+def test_resync_of_a_never_bound_stream_expecting_another_cursor_exits_13_and_writes_nothing(
+    path: Path,
+) -> None:
     before = _snapshot(path)
     code, out, err = run(path, "resync", *_argv(new_key()), stdin=_stdin(RESYNC))
-    assert (code, out) == (13, b"") and "no binding" in err
+    assert (code, out) == (13, b"") and "transport cursor is 0" in err
     assert _snapshot(path) == before
-
-
-def test_resync_of_an_unknown_local_team_exits_13_naming_it(path: Path) -> None:
-    code, out, err = run(path, "resync", *_argv(new_key("ghost")), stdin=_stdin(RESYNC))
-    assert (code, out) == (13, b"") and "ghost" in err
 
 
 def test_resync_of_a_retired_binding_exits_13(path: Path, key: BindingKey) -> None:

@@ -319,10 +319,15 @@ def test_classifier_double_opens_our_own_none_candidates(store: Store, key: Bind
     assert message.status == "importable" and cursor.next_after == 1
 
 
-def test_prepare_refuses_an_unknown_local_team_and_creates_no_binding(store: Store) -> None:
-    with pytest.raises(Exception, match="no team"):
-        store.sync_prepare_push(new_key("ghost"), prepare_none(), 10)
-    assert table(store.conn, "SELECT count(*) FROM sync_bindings") == [(0,)]
+def test_prepare_for_a_local_team_never_seen_interns_it_and_binds_in_one_step(
+    store: Store,
+) -> None:
+    """The storage axis registers nothing (driver-interface §2): a host's
+    first prepare on a machine that never named the team just works."""
+    result = store.sync_prepare_push(new_key("ghost"), prepare_none(), 10)
+    assert result.candidates == () and result.state.transport_cursor == 0
+    assert table(store.conn, "SELECT count(*) FROM teams WHERE name = 'ghost'") == [(1,)]
+    assert table(store.conn, "SELECT count(*) FROM sync_bindings") == [(1,)]
 
 
 def test_a_fresh_chunk_is_planned_as_the_per_item_walk_plans_it() -> None:

@@ -25,7 +25,6 @@ from syncengine.ops.errors import BindingMismatch, StaleBinding
 from syncengine.ops.records import SyncPullCursor, SyncPushCandidate
 from syncengine.ops.resync import SyncResync, SyncResyncAudit, SyncResyncStatus
 from syncengine.store import Conflict, InvalidInput, Store
-from syncengine.store.errors import UnknownTeam
 from tests.syncengine.ops.helpers import (
     ack,
     foreign_envelope,
@@ -146,20 +145,25 @@ def test_status_writes_nothing_and_leaves_every_row_as_it_was(
     assert (_everything(store), _binding_row(store)) == (before, binding)
 
 
-def test_status_of_an_unbound_stream_fails_and_creates_no_binding(
+def test_status_of_a_stream_never_bound_here_answers_cursor_0_and_creates_nothing(
     store: Store, key: BindingKey
 ) -> None:
+    """A fresh machine whose first pull met the relay's floor reads its
+    status before approving the gap: the stream as it would start."""
     changes = store.conn.total_changes()
-    with pytest.raises(InvalidInput, match="no binding") as caught:
-        store.sync_resync_status(key, 100)
-    assert caught.value.field == "binding"
+    status = store.sync_resync_status(key, 100)
+    assert (status.transport_cursor, status.audit) == (0, None)
+    assert status.driver_generation == store.driver_generation()
     assert store.conn.total_changes() == changes
     assert table(store.conn, "SELECT count(*) FROM sync_bindings") == [(0,)]
 
 
-def test_status_for_an_unknown_local_team_fails_naming_the_team(store: Store) -> None:
-    with pytest.raises(UnknownTeam, match="ghost"):
-        store.sync_resync_status(new_key("ghost"))
+def test_status_for_a_local_team_never_seen_answers_cursor_0_and_interns_nothing(
+    store: Store,
+) -> None:
+    status = store.sync_resync_status(new_key("ghost"))
+    assert (status.transport_cursor, status.audit) == (0, None)
+    assert table(store.conn, "SELECT count(*) FROM teams WHERE name = 'ghost'") == [(0,)]
     assert table(store.conn, "SELECT count(*) FROM sync_bindings") == [(0,)]
 
 
@@ -426,20 +430,27 @@ def test_a_retired_binding_cannot_be_resynced(store: Store, key: BindingKey) -> 
     assert _unchanged(store) == before
 
 
-def test_resync_without_a_binding_fails_naming_it_and_creates_nothing(
+def test_resync_of_a_stream_never_bound_here_binds_it_and_accepts_the_gap_from_0(
+    store: Store,
+) -> None:
+    """A fresh machine (even a local team never seen) whose first pull met
+    the floor approves the gap 1..floor; the binding is created in the
+    approval's own transaction."""
+    key = new_key("ghost")
+    result = store.sync_resync(key, SyncResync(0, 100, 120))
+    assert (result.audit.gap_start, result.audit.gap_end) == (1, 100)
+    binding = store.sync_binding(key)
+    assert binding is not None and binding.transport_cursor == 100
+    assert len(_audits(store)) == 1
+
+
+def test_resync_of_a_never_bound_stream_expecting_another_cursor_is_stale_and_writes_nothing(
     store: Store, key: BindingKey
 ) -> None:
-    with pytest.raises(InvalidInput, match="has no binding") as caught:
+    with pytest.raises(StaleBinding, match="transport cursor is 0"):
         store.sync_resync(key, GAP)
-    assert caught.value.field == "binding"
     assert table(store.conn, "SELECT count(*) FROM sync_bindings") == [(0,)]
     assert _audits(store) == []
-
-
-def test_resync_for_an_unknown_local_team_fails_naming_the_team(store: Store) -> None:
-    with pytest.raises(UnknownTeam, match="ghost"):
-        store.sync_resync(new_key("ghost"), GAP)
-    assert table(store.conn, "SELECT count(*) FROM sync_bindings") == [(0,)]
 
 
 def test_resync_of_a_stream_bound_to_another_local_team_is_refused(

@@ -197,10 +197,20 @@ def test_a_busy_store_exits_11_so_the_engine_retries(path: Path) -> None:
     assert (code, lines) == (11, []) and "busy" in err
 
 
-def test_a_missing_store_is_a_check_failure_not_a_new_store(tmp_path: Path) -> None:
+def test_reprocess_on_a_missing_store_answers_an_empty_page_and_binds_nothing(
+    tmp_path: Path,
+) -> None:
+    """A host may reprocess first on a fresh machine; the answer names the
+    store's generation, so the empty store is created — nothing else."""
     missing = tmp_path / "none.db"
-    code, _, err = run(missing, "reprocess", *_argv(new_key()), "5")
-    assert code == 13 and "init" in err and not missing.exists()
+    code, lines, _ = run(missing, "reprocess", *_argv(new_key()), "5")
+    assert code == 0
+    state, page = lines
+    assert (state["type"], state["transport_cursor"]) == ("sync_state", "0")
+    assert page == {"type": "sync_reprocess_page", "next_after": None, "has_more": False}
+    with Store(missing) as store:
+        assert table(store.conn, "SELECT count(*) FROM sync_bindings") == [(0,)]
+        assert state["driver_generation"] == store.driver_generation()
 
 
 def test_the_module_entry_point_runs_a_sync_verb_end_to_end(path: Path) -> None:
