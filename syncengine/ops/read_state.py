@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from syncengine.ops.bindings import BindingKey, SyncBinding, load_binding, sync_transaction
+from syncengine.ops.bindings import BindingKey, SyncBinding, open_binding, sync_transaction
 from syncengine.ops.read_records import (
     REASON_LIMIT,
     REASON_NAME_MISMATCH,
@@ -47,6 +47,7 @@ from syncengine.ops.read_records import (
 )
 from syncengine.ops.states import BindingState
 from syncengine.store import read_overlay as overlay
+from syncengine.store import teams
 from syncengine.store.errors import InvalidInput
 
 __all__ = [
@@ -64,25 +65,33 @@ MAX_EXACT_PER_PREPARE = 1000
 
 @dataclass(frozen=True, slots=True)
 class PrepareReadResult:
+    """What one prepare found.
+
+    ``answers`` holds exactly one frontier or one block for every member of
+    the context, in the context's order — the driver's answer, which a host
+    engine requires whole (read-state-synchronization.md prepare records;
+    specs/read-state.md §6). ``frontiers`` is the subset worth sending: the
+    members whose frontier moved past what this store holds for them or
+    who have exact reads queued. Our engine sends only those (a frontier
+    the relay already holds changes nothing there, and the request stays
+    byte for byte what it was); ``exact`` and ``blocked`` as named."""
+
     frontiers: tuple[SyncReadFrontier, ...]
     exact: tuple[SyncReadExact, ...]
     blocked: tuple[SyncReadBlocked, ...]
+    answers: tuple[SyncReadFrontier | SyncReadBlocked, ...] = ()
 
     def records(self) -> list[dict[str, Any]]:
-        return [
-            *(f.to_obj() for f in self.frontiers),
-            *(e.to_obj() for e in self.exact),
-            *(b.to_obj() for b in self.blocked),
-        ]
+        return [*(a.to_obj() for a in self.answers), *(e.to_obj() for e in self.exact)]
 
 
-def _binding(conn: Any, key: BindingKey) -> SyncBinding:
-    binding = load_binding(conn, key)
-    if binding is None or binding.state is not BindingState.ACTIVE:
-        raise InvalidInput(
-            "binding",
-            f"team {key.local_team!r} has no active binding to remote team {key.remote_team_id}",
-        )
+def _binding(conn: Any, key: BindingKey, now: str) -> SyncBinding:
+    """The stream's binding, created (and the local team interned) on a
+    machine that never bound it: a host's read-state phase may run before
+    anything was pulled there (specs/store.md §11.1)."""
+    binding = open_binding(conn, key, now)
+    if binding.state is not BindingState.ACTIVE:  # pragma: no cover - open_binding refuses
+        raise InvalidInput("binding", f"team {key.local_team!r} has no active binding")
     return binding
 
 
@@ -317,27 +326,44 @@ def prepare_read_state(
     frontiers: list[SyncReadFrontier] = []
     exact: list[SyncReadExact] = []
     blocked: list[SyncReadBlocked] = []
+    answers: list[SyncReadFrontier | SyncReadBlocked] = []
+
+    def block(member_id: str, reason: str) -> None:
+        answer = SyncReadBlocked(member_id, reason)
+        blocked.append(answer)
+        answers.append(answer)
+
     with sync_transaction(conn, path, "read.prepare") as conn:
-        binding = _binding(conn, key)
+        binding = _binding(conn, key, now)
         stored_floor = _read_floor(conn, binding.pk)
         _check_snapshot(binding, context.min_available_seq, context.current_seq, stored_floor)
         readers = _merge_floor(conn, binding, context.min_available_seq, now)
         overlay.compact_readers(conn, readers)
         budget = MAX_EXACT_PER_PREPARE
         roster = _members(conn, binding)
+        if any(member_id not in roster for member_id, _ in context.members):
+            # The context's members are the relay's authenticated roster. A
+            # host engine hands it over without adopting it first (our
+            # engine adopts it beforehand, so this is skipped there): take
+            # it now, as our engine would, so every member has a local row.
+            teams.adopt_roster(conn, binding.team_pk, list(context.members), now)
+            roster = _members(conn, binding)
         floor = _read_floor(conn, binding.pk)
         blocking: dict[int, int | None] = {}
         for member_id, relay_name in context.members:
             local = roster.get(member_id)
             if local is None:
-                continue  # no local row yet: nothing read here to report
+                # Adoption left it out: its name is another relay member's
+                # here for good (store/teams.py adopt_roster).
+                block(member_id, REASON_NAME_MISMATCH)
+                continue
             if local.name != relay_name:
                 if local.block == REASON_LIMIT:  # only an operator's unblock clears that
-                    blocked.append(SyncReadBlocked(member_id, REASON_LIMIT))
+                    block(member_id, REASON_LIMIT)
                     continue
                 detail = f"the relay names this member {relay_name!r}, this store {local.name!r}"
                 _set_block(conn, binding.pk, member_id, REASON_NAME_MISMATCH, detail, now)
-                blocked.append(SyncReadBlocked(member_id, REASON_NAME_MISMATCH))
+                block(member_id, REASON_NAME_MISMATCH)
                 continue
             if local.block == REASON_NAME_MISMATCH:  # the names agree again
                 conn.execute(
@@ -345,7 +371,7 @@ def prepare_read_state(
                     (binding.pk, member_id),
                 )
             elif local.block is not None:
-                blocked.append(SyncReadBlocked(member_id, local.block))
+                block(member_id, local.block)
                 continue
             effective = max(local.stored, floor)
             prefix = effective
@@ -365,10 +391,15 @@ def prepare_read_state(
                     )
                 ]
             budget -= len(pending)
+            # Every member gets its frontier, moved or not (a host engine
+            # requires one per member); a member with nothing read yet has
+            # the effective frontier, max(stored, floor).
+            frontier = SyncReadFrontier(member_id, prefix)
+            answers.append(frontier)
             if prefix > effective or pending:
-                frontiers.append(SyncReadFrontier(member_id, prefix))
+                frontiers.append(frontier)
                 exact.extend(SyncReadExact(member_id, wire_id) for wire_id in pending)
-    return PrepareReadResult(tuple(frontiers), tuple(exact), tuple(blocked))
+    return PrepareReadResult(tuple(frontiers), tuple(exact), tuple(blocked), tuple(answers))
 
 
 def _mapped_seq(conn: Any, binding_pk: int, wire_id: str) -> int | None:
@@ -417,19 +448,21 @@ def apply_read_state(
 ) -> SyncReadApplyResult:
     """One page of the relay's read state in one transaction (``read.apply.*``)."""
     with sync_transaction(conn, path, "read.apply") as conn:
-        binding = _binding(conn, key)
+        binding = _binding(conn, key, now)
         stored_floor = _read_floor(conn, binding.pk)
         _check_snapshot(binding, snapshot.min_available_seq, snapshot.current_seq, stored_floor)
         roster = _members(conn, binding)
         seen_frontier: set[str] = set()
         members: set[str] = set()
+        # A member this store holds no row for (one adoption left out, one
+        # the relay added since the last prepare) cannot be held here: its
+        # items are passed over, as our engine never hands them over. A host
+        # engine passes every item of the page, blocked members' included.
+        held = [item for item in items if item.member_id in roster]
         for index, item in enumerate(items):
-            # The item's name is formatted only for a refusal (a page holds 1,000).
             if item.member_id not in roster:
-                raise InvalidInput(
-                    f"item {index + 1}.member_id",
-                    f"member {item.member_id} is not on this team's roster",
-                )
+                continue
+            # The item's name is formatted only for a refusal (a page holds 1,000).
             if isinstance(item, SyncReadFrontier):
                 if item.member_id in seen_frontier:
                     raise InvalidInput(
@@ -441,6 +474,7 @@ def apply_read_state(
                     )
                 seen_frontier.add(item.member_id)
             members.add(item.member_id)
+        items = held
         readers = _merge_floor(conn, binding, snapshot.min_available_seq, now)
         floor = _read_floor(conn, binding.pk)
         touched: set[str] = set()
@@ -488,7 +522,7 @@ def block_member(
     """Durably exclude a member from read-state mutations (``read.block.*``);
     its local and remote facts are all kept."""
     with sync_transaction(conn, path, "read.block") as conn:
-        binding = _binding(conn, key)
+        binding = _binding(conn, key, now)
         if _roster_member(conn, binding.team_pk, request.member_id) is None:
             raise InvalidInput("member_id", f"member {request.member_id} is not on the roster")
         detail = "the relay refused this member's exact reads (limit exceeded)"
@@ -499,12 +533,12 @@ def block_member(
 
 
 def unblock_member(
-    conn: Any, path: Path, key: BindingKey, request: SyncReadUnblock
+    conn: Any, path: Path, key: BindingKey, request: SyncReadUnblock, now: str
 ) -> SyncReadUnblocked:
     """The operator's explicit clearing of a block (``read.unblock.*``);
     the next cycle either succeeds or blocks the member again."""
     with sync_transaction(conn, path, "read.unblock") as conn:
-        binding = _binding(conn, key)
+        binding = _binding(conn, key, now)
         conn.execute(
             "DELETE FROM read_blocks WHERE binding_pk = ? AND member_id = ?",
             (binding.pk, request.member_id),

@@ -253,8 +253,6 @@ def _failed(path: Path, key: BindingKey, verb: str, stdin: bytes, named: str) ->
     ("stdin", "named"),
     [
         (_stdin(_snapshot(), _frontier(BOB, "11")), "item 1.server_seq"),
-        (_stdin(_snapshot(), _frontier(new_uuid7(), "1")), "item 1.member_id"),
-        (_stdin(_snapshot(), _exact(new_uuid7(), new_uuid4())), "not on this team's roster"),
         (_stdin(_snapshot(), _frontier(BOB, "1"), _frontier(BOB, "2")), "one frontier per page"),
         (_stdin(_snapshot(current="4")), "transport cursor 5"),
         (_stdin(_snapshot(), _frontier(BOB, "01")), "stdin line 2.server_seq"),
@@ -271,8 +269,6 @@ def _failed(path: Path, key: BindingKey, verb: str, stdin: bytes, named: str) ->
     ],
     ids=[
         "frontier-beyond-current",
-        "frontier-for-a-stranger",
-        "exact-for-a-stranger",
         "two-frontiers",
         "current-below-cursor",
         "noncanonical-frontier",
@@ -364,19 +360,52 @@ def test_bad_block_input_exits_13_naming_the_problem_and_changes_nothing(
     _failed(path, key, verb, stdin, named)
 
 
-@pytest.mark.parametrize("verb", VERBS)
-def test_a_verb_on_an_unbound_stream_exits_13_and_creates_no_binding(
+def test_read_apply_passes_over_items_about_members_this_store_does_not_hold(
+    path: Path, key: BindingKey
+) -> None:
+    """A host hands read-apply every item of the relay's page."""
+    before = _everything(path)
+    stdin = _stdin(_snapshot(), _frontier(new_uuid7(), "1"), _exact(new_uuid7(), new_uuid4()))
+    code, out, err = run(path, "read-apply", *_argv(key), stdin=stdin)
+    assert (code, err) == (0, "")
+    assert _lines(out) == [
+        {"type": "sync_read_apply_result", "min_available_seq": "0", "member_count": 0}
+    ]
+    assert _everything(path) == before
+
+
+@pytest.mark.parametrize("verb", ["read-prepare", "read-apply", "read-unblock"])
+def test_a_verb_on_a_stream_never_bound_here_binds_it_and_succeeds(
     path: Path, key: BindingKey, verb: str
 ) -> None:
-    _failed(path, new_key(), verb, GOOD_STDIN[verb], "no active binding")
+    fresh = new_key()
+    code, _, err = run(path, verb, *_argv(fresh), stdin=GOOD_STDIN[verb])
+    assert (code, err) == (0, "")
+    with Store(path) as store:
+        assert store.sync_binding(fresh) is not None
 
 
-@pytest.mark.parametrize("verb", VERBS)
-def test_a_verb_on_a_missing_store_exits_13_and_creates_no_file(tmp_path: Path, verb: str) -> None:
+@pytest.mark.parametrize("verb", ["read-prepare", "read-apply", "read-unblock"])
+def test_a_verb_on_a_missing_store_creates_it_with_the_team_and_binding(
+    tmp_path: Path, verb: str
+) -> None:
+    """A host's read-state phase on a fresh machine needs nothing
+    registered first (driver-interface §2)."""
     missing = tmp_path / "none.db"
-    code, out, err = run(missing, verb, *_argv(new_key()), stdin=GOOD_STDIN[verb])
-    assert (code, out) == (13, b"") and "init" in err
-    assert not missing.exists()
+    fresh = new_key("crew")
+    code, _, err = run(missing, verb, *_argv(fresh), stdin=GOOD_STDIN[verb])
+    assert (code, err) == (0, "")
+    with Store(missing) as store:
+        assert store.sync_binding(fresh) is not None
+
+
+def test_read_prepare_on_a_fresh_store_answers_every_member_of_the_context(
+    tmp_path: Path,
+) -> None:
+    fresh = new_key("crew")
+    code, out, err = run(tmp_path / "s.db", "read-prepare", *_argv(fresh), stdin=_stdin(_context()))
+    assert (code, err) == (0, "")
+    assert _lines(out) == [_frontier(ALICE, "0"), _frontier(BOB, "0")]
 
 
 # -- through the sourced driver file -----------------------------------------------------

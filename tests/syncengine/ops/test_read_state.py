@@ -36,6 +36,7 @@ from syncengine.ops.read_records import (
 )
 from syncengine.ops.read_state import MAX_EXACT_PER_PREPARE, PrepareReadResult
 from syncengine.ops.records import SyncPullCursor, SyncPushCandidate, dump_line
+from syncengine.ops.states import IllegalTransition
 from syncengine.store import InvalidInput, Store
 from syncengine.store import teams as team_rows
 from syncengine.store.connection import write_transaction
@@ -468,13 +469,56 @@ def test_a_member_with_no_progress_and_nothing_queued_reports_nothing(scene: Sce
     assert scene.prepare(current=1).frontiers == {}
 
 
-def test_a_context_member_this_store_does_not_hold_is_skipped(scene: Scene) -> None:
+def test_a_context_member_new_to_this_store_is_adopted_and_answered(scene: Scene) -> None:
+    """The context's members are the relay's roster; a host hands it over
+    without adopting it first, so prepare takes a member it has no row for
+    and answers it like any other (read-state prepare records)."""
     stranger = new_uuid7()
     context = scene.context()
     context = SyncReadContext(0, 100, (*context.members, (stranger, "zed")), context.local_agents)
     result = scene.store.sync_prepare_read_state(scene.key, context)
-    assert stranger not in {f.member_id for f in result.frontiers}
+    assert [a.member_id for a in result.answers] == [m for m, _ in context.members]
+    assert isinstance(result.answers[-1], SyncReadFrontier)
     assert result.blocked == () and scene.blocks() == {}
+    assert scene.store.team("dev").members[-1].member_id == stranger
+
+
+def test_every_context_member_gets_exactly_one_frontier_or_block_in_context_order(
+    scene: Scene,
+) -> None:
+    scene.pull(1, "to bob")
+    scene.apply(scene.frontier("alice", 1))
+    scene.block("bob")
+    result = scene.prepare_raw(current=1)
+    records = result.records()
+    assert [(r["type"], r["member_id"]) for r in records] == [
+        ("sync_read_frontier", scene.ids["alice"]),
+        ("sync_read_blocked", scene.ids["bob"]),
+    ]
+    assert result.frontiers == ()  # alice's frontier did not move: nothing to send
+
+
+def test_an_unmoved_frontier_is_answered_at_the_members_effective_frontier(scene: Scene) -> None:
+    scene.pull(1, "to bob, unread")
+    scene.pull(2, "to bob, unread too")
+    result = scene.prepare_raw(floor=1, current=2)
+    answers = {a.member_id: a for a in result.answers}
+    bob = answers[scene.ids["bob"]]
+    assert isinstance(bob, SyncReadFrontier) and bob.server_seq == 1  # max(stored 0, floor 1)
+    assert scene.ids["bob"] not in {f.member_id for f in result.frontiers}
+
+
+def test_a_member_whose_name_another_relay_member_holds_is_answered_blocked(
+    scene: Scene,
+) -> None:
+    """Adoption never rebinds a name another relay member holds; that member
+    has no row here, and its answer is a block, never a silence."""
+    impostor = new_uuid7()
+    context = scene.context()
+    context = SyncReadContext(0, 100, (*context.members, (impostor, "bob")), context.local_agents)
+    result = scene.store.sync_prepare_read_state(scene.key, context)
+    assert result.answers[-1] == SyncReadBlocked(impostor, REASON_NAME_MISMATCH)
+    assert len(result.answers) == len(context.members)
 
 
 # -- prepare: exact reads and promotion ------------------------------------------------
@@ -629,8 +673,8 @@ def test_prepare_retried_with_nothing_changed_is_byte_identical_and_writes_nothi
     first = scene.prepare_raw(floor=1).records()
     assert [r["type"] for r in first] == [
         "sync_read_frontier",
-        "sync_read_exact",
         "sync_read_blocked",
+        "sync_read_exact",
     ]
     changes, rows = scene.store.conn.total_changes(), scene.everything()
     second = scene.prepare_raw(floor=1).records()
@@ -663,16 +707,27 @@ def test_prepare_never_touches_transport_push_or_quarantine_state(scene: Scene) 
     assert scene.binding_row() == {**binding, "read_floor": 3}
 
 
-@pytest.mark.parametrize("state", ["unbound", "retired"])
-def test_prepare_needs_an_active_binding(store: Store, state: str) -> None:
+def test_prepare_on_a_stream_never_bound_here_binds_it_and_answers_every_member(
+    store: Store,
+) -> None:
+    """A host's read-state phase may be the first call on a fresh machine:
+    the binding is created and the local team interned in prepare's own
+    transaction, and every context member is answered."""
+    key = new_key("fresh")
+    members = ((new_uuid7(), "alice"), (new_uuid7(), "bob"))
+    result = store.sync_prepare_read_state(key, SyncReadContext(0, 0, members, ()))
+    assert [a for a in result.answers] == [SyncReadFrontier(m, 0) for m, _ in members]
+    binding = store.sync_binding(key)
+    assert binding is not None and binding.transport_cursor == 0
+    assert [m.name for m in store.team("fresh").members] == ["alice", "bob"]
+
+
+def test_prepare_refuses_a_retired_binding(store: Store) -> None:
     key = new_key()
-    if state == "retired":
-        binding = store.sync_bind(key)
-        store.sync_retire_binding(key, binding.revision)
-    context = SyncReadContext(0, 0, (), ())
-    with pytest.raises(InvalidInput, match="no active binding") as caught:
-        store.sync_prepare_read_state(key, context)
-    assert caught.value.field == "binding"
+    binding = store.sync_bind(key)
+    store.sync_retire_binding(key, binding.revision)
+    with pytest.raises(IllegalTransition, match="retired"):
+        store.sync_prepare_read_state(key, SyncReadContext(0, 0, (), ()))
 
 
 # -- apply: merging ----------------------------------------------------------------------
@@ -862,22 +917,6 @@ BAD_PAGES: list[tuple[str, Callable[[Scene], tuple[SyncReadSnapshot, list[Any]]]
         "item 2.server_seq",
     ),
     (
-        "frontier-for-a-stranger",
-        lambda s: (
-            SyncReadSnapshot(5, 20),
-            [s.frontier("alice", 8), s.frontier("bob", 8), SyncReadFrontier(new_uuid7(), 9)],
-        ),
-        "item 3.member_id",
-    ),
-    (
-        "exact-for-a-stranger",
-        lambda s: (
-            SyncReadSnapshot(5, 20),
-            [s.frontier("alice", 8), SyncReadExact(new_uuid7(), new_uuid4())],
-        ),
-        "item 2.member_id",
-    ),
-    (
         "two-frontiers-for-one-member",
         lambda s: (SyncReadSnapshot(5, 20), [s.frontier("bob", 8), s.frontier("bob", 9)]),
         "item 2.member_id",
@@ -919,9 +958,28 @@ def test_a_frontier_at_current_seq_is_accepted(scene: Scene) -> None:
     assert scene.unread("bob") == []
 
 
-def test_apply_needs_an_active_binding(store: Store) -> None:
-    with pytest.raises(InvalidInput, match="no active binding"):
-        store.sync_apply_read_state(new_key(), SyncReadSnapshot(0, 0), [])
+def test_items_about_members_this_store_does_not_hold_are_passed_over(scene: Scene) -> None:
+    """A host engine hands read-apply every item of the page; one about a
+    member this store has no row for cannot be held and changes nothing."""
+    scene.pull(1, "m1")
+    before = scene.everything()
+    result = scene.apply(SyncReadFrontier(new_uuid7(), 1), SyncReadExact(new_uuid7(), new_uuid4()))
+    assert result.member_count == 0
+    assert scene.everything() == before
+
+
+def test_apply_on_a_stream_never_bound_here_binds_it(store: Store) -> None:
+    key = new_key("fresh")
+    result = store.sync_apply_read_state(key, SyncReadSnapshot(0, 0), [])
+    assert result.member_count == 0
+    assert store.sync_binding(key) is not None
+
+
+def test_apply_refuses_a_retired_binding(store: Store) -> None:
+    key = new_key()
+    store.sync_retire_binding(key, store.sync_bind(key).revision)
+    with pytest.raises(IllegalTransition, match="retired"):
+        store.sync_apply_read_state(key, SyncReadSnapshot(0, 0), [])
 
 
 # -- block / unblock ---------------------------------------------------------------------
@@ -989,13 +1047,15 @@ def test_a_name_mismatch_block_by_request_clears_once_a_context_shows_the_names_
 
 
 @pytest.mark.parametrize("verb", ["block", "unblock"])
-def test_block_and_unblock_need_an_active_binding(store: Store, verb: str) -> None:
+def test_block_and_unblock_refuse_a_retired_binding(store: Store, verb: str) -> None:
+    key = new_key()
+    store.sync_retire_binding(key, store.sync_bind(key).revision)
     member = new_uuid7()
-    with pytest.raises(InvalidInput, match="no active binding"):
+    with pytest.raises(IllegalTransition, match="retired"):
         if verb == "block":
-            store.sync_block_read_state(new_key(), SyncReadBlock(member))
+            store.sync_block_read_state(key, SyncReadBlock(member))
         else:
-            store.sync_unblock_read_state(new_key(), SyncReadUnblock(member))
+            store.sync_unblock_read_state(key, SyncReadUnblock(member))
 
 
 # -- crash points ------------------------------------------------------------------------
