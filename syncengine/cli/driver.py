@@ -4,8 +4,12 @@ command (driver-interface §1.4, §2.1; specs/store.md §8).
 Framing follows the contract exactly:
 
 * control ops (``check``, ``init``, ``mark_read_batch``,
-  ``read_cursor_consume``, ``compact``, and — our choice — ``export`` and
-  ``import``) end stdout with the status name and exit with its code;
+  ``read_cursor_consume``, ``compact``) end stdout with the status name and
+  exit with its code;
+* ``export`` and ``import`` print nothing on stdout, as the bundled drivers
+  do (the contract puts them in neither class, and a host may capture their
+  stdout beside the file): the outcome is the exit code, a failure's
+  message goes to stderr;
 * record ops (``send``, ``send_batch``, ``list_unread``, ``read_cursor_get``,
   ``history``, ``watch_tip``, ``watch_after``) print data only and report
   failure by exit code with the message on stderr;
@@ -43,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTROL_OPS",
     "OPS",
+    "QUIET_OPS",
     "RECORD_OPS",
     "SYNC_OPS",
     "driver_file",
@@ -51,9 +56,9 @@ __all__ = [
     "run_plain_argv",
 ]
 
-CONTROL_OPS = frozenset(
-    {"check", "init", "mark_read_batch", "read_cursor_consume", "compact", "export", "import"}
-)
+CONTROL_OPS = frozenset({"check", "init", "mark_read_batch", "read_cursor_consume", "compact"})
+#: Silent on stdout whatever happens: outcome by exit code, message on stderr.
+QUIET_OPS = frozenset({"export", "import", "store_exists"})
 RECORD_OPS = frozenset(
     {"send", "send_batch", "list_unread", "read_cursor_get", "history", "watch_tip", "watch_after"}
 )
@@ -72,7 +77,7 @@ SYNC_OPS = frozenset(
         "read-unblock",
     }
 )
-OPS = sorted(CONTROL_OPS | RECORD_OPS | SYNC_OPS | {"describe", "store_exists", "path"})
+OPS = sorted(CONTROL_OPS | QUIET_OPS | RECORD_OPS | SYNC_OPS | {"describe", "path", "install"})
 
 #: The bash driver file, shipped inside the package (``syncengine driver path``).
 DRIVER_FILE = ("drivers", "storage", "syncengine.sh")
@@ -387,6 +392,10 @@ def run_op(
         return _describe(store_path, out)
     if op == "path":
         return _path(args, out, err)
+    if op == "install":
+        from syncengine.cli.driver_install import install
+
+        return install(driver_file(), args, out, err)
     if op in SYNC_OPS:
         from syncengine.cli import sync_driver
 

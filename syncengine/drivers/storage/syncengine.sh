@@ -185,10 +185,11 @@ storage_watch_after() { storage__syncengine_call record watch_after '' "$@"; }
 
 storage_history() { storage__syncengine_call record history '' "$@"; }
 
-# storage_export [<team>] <file>, storage_import [<team>] <file>
-storage_export() { storage__syncengine_run control export "$@" </dev/null; }
+# storage_export [<team>] <file>, storage_import [<team>] <file>: nothing on
+# stdout, as the bundled drivers (outcome by exit code, message on stderr).
+storage_export() { storage__syncengine_run plain export "$@" </dev/null; }
 
-storage_import() { storage__syncengine_run control import "$@" </dev/null; }
+storage_import() { storage__syncengine_run plain import "$@" </dev/null; }
 
 storage_compact() { storage__syncengine_run control compact "$@" </dev/null; }
 

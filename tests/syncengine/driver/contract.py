@@ -9,7 +9,8 @@ a store's first call are answered by it. All raise :class:`ContractFailure`
 carrying the status name on failure, so the same test case runs through
 each. The command and bash doors also assert the stdout framing of every
 call (driver-interface §1.4, §2.1): control ops end with a status line
-matching the exit code; record ops never print a status word.
+matching the exit code; record ops never print a status word; export and
+import print nothing on stdout at all.
 """
 
 from __future__ import annotations
@@ -157,6 +158,15 @@ class BashDriver:
             assert done.stderr, f"{function} failed without a message on stderr"
             raise ContractFailure(status, done.stderr.decode())
 
+    def _quiet(self, function: str, *args: str) -> None:
+        """``storage_export``/``storage_import``: nothing on stdout, success
+        or not, as the bundled drivers (a host may capture their stdout)."""
+        done = self.raw(function, *args)
+        assert done.stdout == b"", f"{function} printed {done.stdout!r}"
+        if done.returncode != 0:
+            assert done.stderr, f"{function} failed without a message on stderr"
+            raise ContractFailure(STATUS_BY_CODE[done.returncode], done.stderr.decode())
+
     def _record(self, function: str, *args: str, last: bytes | None = None) -> list[str]:
         done = self.raw(function, *args, last_from_stdin=last)
         lines = done.stdout.decode("utf-8").splitlines()
@@ -220,10 +230,10 @@ class BashDriver:
         return [json.loads(x) for x in self._record("storage_history", *args)]
 
     def export(self, file: Path, team: str | None = None) -> None:
-        self._control("storage_export", *([team] if team else []), str(file))
+        self._quiet("storage_export", *([team] if team else []), str(file))
 
     def import_(self, file: Path, team: str | None = None) -> None:
-        self._control("storage_import", *([team] if team else []), str(file))
+        self._quiet("storage_import", *([team] if team else []), str(file))
 
     def compact(self) -> None:
         self._control("storage_compact")

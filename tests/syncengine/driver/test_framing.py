@@ -48,12 +48,25 @@ def test_describe_exits_zero_even_without_a_store(tmp_path: Path) -> None:
     assert code == 0 and "capabilities=stage1-sync,stage1-resync,stage2-read-state" in lines
 
 
-@pytest.mark.parametrize("op", sorted(CONTROL_OPS - {"export", "import"}))
+@pytest.mark.parametrize("op", sorted(CONTROL_OPS))
 def test_every_control_op_ends_with_a_status_line_matching_its_exit_code(
     path: Path, op: str
 ) -> None:
     code, lines, err = run(op, "bad:arg", "x", path=path)
     assert lines[-1] == "runtime_error" and code == 13 and err
+
+
+@pytest.mark.parametrize("op", ["export", "import"])
+def test_export_and_import_print_nothing_on_stdout_and_fail_by_exit_code(
+    path: Path, tmp_path: Path, op: str
+) -> None:
+    """As the bundled drivers: a host that captures the output beside the
+    file (upstream's "compact is idempotent" does) sees only the file."""
+    log = tmp_path / "log.jsonl"
+    assert run("export", "dev", str(log), path=path)[:2] == (0, [])
+    assert run(op, "dev", str(log), path=path)[:2] == (0, [])
+    code, lines, err = run(op, "dev", str(tmp_path / "no" / "such" / "dir" / "f"), path=path)
+    assert (code, lines) == (13, []) and err
 
 
 def test_record_ops_print_data_only_and_fail_by_exit_code(path: Path) -> None:
