@@ -508,9 +508,9 @@ def test_the_world_gives_every_operation_work_to_do(tmp_path: Path) -> None:
                 SyncReadFrontier(alice, 4).to_obj(),
                 SyncReadFrontier(bob, 3).to_obj(),
                 SyncReadFrontier(carol, 5).to_obj(),
+                {"type": "sync_read_blocked", "member_id": dave, "reason": REASON_NAME_MISMATCH},
                 SyncReadExact(alice, world.wires["foreign c"][0]).to_obj(),
                 SyncReadExact(bob, world.wires["foreign a"][0]).to_obj(),
-                {"type": "sync_read_blocked", "member_id": dave, "reason": REASON_NAME_MISMATCH},
             )
         ]
         assert _rows(store, "SELECT read_floor FROM sync_bindings") == [(FLOOR,)]
