@@ -34,6 +34,8 @@ __all__ = [
     "CLIENT_VERSION_UNKNOWN",
     "CONTENT_TYPE",
     "JSON_CONTENT_TYPE",
+    "LIVE_HEADER",
+    "LIVE_HEADER_VALUE",
     "NO_STORE",
     "PROTOCOL_VERSION_HEADER",
     "RETRY_AFTER",
@@ -57,6 +59,9 @@ AUTHORIZATION = "Authorization"
 CONTENT_TYPE = "Content-Type"
 CACHE_CONTROL = "Cache-Control"
 RETRY_AFTER = "Retry-After"
+#: Our live wait's discovery header on ``GET /v1/capabilities`` (wire/http_v1/live.py).
+LIVE_HEADER = "Syncengine-Live"
+LIVE_HEADER_VALUE = "wait-v1"
 
 JSON_CONTENT_TYPE = "application/json"
 #: Capability, pairing and revoke responses must not be cached (v1.md).

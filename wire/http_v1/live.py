@@ -36,6 +36,7 @@ from typing import Any
 
 from wire.errors import SchemaError
 from wire.http_v1.binding import BINDING_MEMBERS, ResponseBinding
+from wire.http_v1.headers import LIVE_HEADER, LIVE_HEADER_VALUE
 from wire.scalars import format_seq, parse_seq
 from wire.schema import expect_object, join_field
 
@@ -51,9 +52,6 @@ __all__ = [
 
 #: The wait's path: outside ``/v1/`` so no v1 route or document changes.
 LIVE_WAIT = "/x-syncengine/live/v1/wait"
-#: Stamped on ``GET /v1/capabilities`` by a relay that offers the wait.
-LIVE_HEADER = "Syncengine-Live"
-LIVE_HEADER_VALUE = "wait-v1"
 #: The longest wait a client may ask for; the relay's own bound may be lower.
 #: Below the 60 s idle timeout common reverse proxies apply, so an answer
 #: (the long poll's heartbeat) always arrives before a proxy gives up.
