@@ -198,7 +198,19 @@ def register(subparsers: Any) -> None:
         "sleeping while catching up. Transient errors back off; refusals are recorded "
         "and the loop stays up. Only one engine may run per binding.",
     )
-    run.add_argument("--interval", type=float, default=None, metavar="SECONDS")
+    run.add_argument(
+        "--interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds between cycles (default 5; 60 while the relay's live wait answers, "
+        "since a wake or a local send starts a cycle at once)",
+    )
+    run.add_argument(
+        "--no-live",
+        action="store_true",
+        help="poll at the interval only: no live wait on the relay, no local change watch",
+    )
     run.add_argument("--refusal-wait", type=float, default=None, help=argparse.SUPPRESS)
     run.add_argument("--backoff-cap", type=float, default=None, help=argparse.SUPPRESS)
     _common(run)
@@ -694,6 +706,7 @@ def _run_loop(args: argparse.Namespace, early: Any) -> int:
                 interrupt=stop.check,
             )
             with engine, engine.lock():
+                waker = None if args.no_live else _live_waker(engine, stop, args.json)
 
                 def on_cycle(outcome: Any) -> None:
                     if args.json:
@@ -725,7 +738,24 @@ def _run_loop(args: argparse.Namespace, early: Any) -> int:
                         f"every {settings.interval:g} s (SIGTERM stops)",
                         flush=True,
                     )
-                RunLoop(engine, stop, settings, on_cycle=on_cycle).run()
+                from syncengine.engine.live import LIVE_INTERVAL
+
+                live_interval = settings.interval if args.interval is not None else LIVE_INTERVAL
+                loop = RunLoop(
+                    engine,
+                    stop,
+                    settings,
+                    on_cycle=on_cycle,
+                    waker=waker,
+                    live_interval=live_interval,
+                )
+                try:
+                    loop.run()
+                finally:
+                    stop.set()
+                    if waker is not None:
+                        waker.close()
+                    engine.delivery_path().unlink(missing_ok=True)
                 if args.json:
                     print(json.dumps({"event": "stopped", "at": _stamp()}), flush=True)
                 else:
@@ -733,6 +763,31 @@ def _run_loop(args: argparse.Namespace, early: Any) -> int:
         return 0
 
     return _guarded(args, action)
+
+
+def _live_waker(engine: Any, stop: Any, as_json: bool) -> Any:
+    """The run loop's waker: local changes always, the relay's live wait
+    once the relay offers it (specs/live.md §6). Every change of delivery
+    mode is logged and written where ``status`` reads it."""
+    from syncengine.engine.live import LocalChanges, RelayWatch, Waker, write_delivery
+    from wire.http_v1.live import DEFAULT_WAIT_SECONDS
+
+    path = engine.delivery_path()
+
+    def on_state(state: Any) -> None:
+        write_delivery(path, state)
+        if as_json:
+            print(json.dumps({"event": "delivery", "at": _stamp(), **state.to_obj()}), flush=True)
+        else:
+            print(f"{_stamp()} delivery: {state.mode.value}: {state.reason}", flush=True)
+
+    def make_watch() -> Any:
+        return RelayWatch(
+            engine.live_client, stop, wait_seconds=DEFAULT_WAIT_SECONDS, on_state=on_state
+        )
+
+    local = LocalChanges(engine.store, engine.connection.local_team)
+    return Waker(stop, local, make_watch=make_watch, on_state=on_state)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -747,11 +802,34 @@ def _status(args: argparse.Namespace) -> int:
                     pass
             except EngineLocked:
                 running = True
-        obj = {"ok": True, **status.to_obj(), "engine_running": running}
+        obj = {
+            "ok": True,
+            **status.to_obj(),
+            "engine_running": running,
+            "delivery": _delivery(engine, running),
+        }
         _emit(args, obj, _status_text(obj))
         return 0
 
     return _guarded(args, action)
+
+
+def _delivery(engine: Any, running: bool) -> dict[str, str]:
+    """Live or polling, and why (specs/live.md §9): what a running ``run``
+    wrote last; without one, messages arrive only when a command syncs."""
+    if not running:
+        return {
+            "mode": "polling",
+            "reason": "no 'syncengine run' is running: messages arrive when push, pull, "
+            "sync or wait run",
+            "since": "",
+        }
+    from syncengine.engine.live import read_delivery
+
+    found = read_delivery(engine.delivery_path())
+    if found is None:
+        return {"mode": "polling", "reason": "'syncengine run' is starting", "since": ""}
+    return found
 
 
 def _status_text(obj: dict[str, Any]) -> str:
@@ -770,6 +848,7 @@ def _status_text(obj: dict[str, Any]) -> str:
         "quarantine      "
         + (", ".join(f"{k} {v}" for k, v in obj["quarantine"].items()) or "empty"),
         f"state           {obj['state']}" + (" (engine running)" if obj["engine_running"] else ""),
+        f"delivery        {obj['delivery']['mode']}: {obj['delivery']['reason']}",
         f"last success    {obj['last_success_at'] or 'never'}",
     ]
     failure = obj["last_failure"]

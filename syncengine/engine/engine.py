@@ -69,6 +69,7 @@ from wire.scalars import format_timestamp
 __all__ = ["Engine", "EngineStatus", "SyncReport"]
 
 T = TypeVar("T")
+C = TypeVar("C", bound="RelayClient")
 
 _log = logging.getLogger("syncengine.engine")
 
@@ -325,27 +326,62 @@ class Engine:
             # The HTTP stack is imported only when the relay is needed
             # (``status`` and the local commands never load it).
             from syncengine.engine.watched_client import WatchedClient
-            from syncengine.http.client import RelayBinding
-            from syncengine.http.credentials import load_credential
 
-            c = self.connection
-            credential = load_credential(
-                Path(c.credential_path),
-                server_instance_id=c.server_instance_id,
-                team_id=c.remote_team_id,
-            )
-            self._client = WatchedClient(
-                c.endpoint,
-                binding=RelayBinding(c.server_instance_id, c.remote_team_id),
-                credential=credential,
-                config=self._client_config,
-                transport=self._transport,
-                sleep=self._sleep,
-                clock=self._clock,
-                interrupt=self._interrupt,
-            )
+            self._client = self._new_client(WatchedClient, self._client_config)
             self._client.watch = self._observe
         return self._client
+
+    def _new_client(self, kind: type[C], config: ClientConfig | None) -> C:
+        from syncengine.http.client import RelayBinding
+        from syncengine.http.credentials import load_credential
+
+        c = self.connection
+        credential = load_credential(
+            Path(c.credential_path),
+            server_instance_id=c.server_instance_id,
+            team_id=c.remote_team_id,
+        )
+        return kind(
+            c.endpoint,
+            binding=RelayBinding(c.server_instance_id, c.remote_team_id),
+            credential=credential,
+            config=config,
+            transport=self._transport,
+            sleep=self._sleep,
+            clock=self._clock,
+            interrupt=self._interrupt,
+        )
+
+    def live_client(self, wait: float) -> RelayClient:
+        """A client of its own for the live wait's thread (specs/live.md
+        §6): its per-attempt deadline and read timeout are the wait plus
+        :data:`~syncengine.engine.live.WAIT_MARGIN`, so a relay that holds
+        the wait open silently or drips it byte by byte is abandoned."""
+        import dataclasses
+
+        import httpx
+
+        from syncengine.engine.live import WAIT_MARGIN
+        from syncengine.http.client import ClientConfig, RelayClient
+
+        base = self._client_config if self._client_config is not None else ClientConfig()
+        bound = wait + WAIT_MARGIN
+        config = dataclasses.replace(
+            base,
+            timeout=httpx.Timeout(connect=10.0, read=bound, write=10.0, pool=10.0),
+            request_deadline=bound,
+            max_connections=1,
+        )
+        return self._new_client(RelayClient, config)
+
+    def transport_cursor(self) -> int:
+        """The head of the relay's stream this machine holds (one read)."""
+        binding = self.store.sync_binding(self.connection.key)
+        return 0 if binding is None else binding.transport_cursor
+
+    def delivery_path(self) -> Path:
+        """Where ``run`` says how it learns of new messages (``status``)."""
+        return Path(f"{self.lock().path}.delivery")
 
     def _observe(self, caps: Any) -> None:
         """Every authenticated snapshot (capabilities, read-state page) against the newest one seen

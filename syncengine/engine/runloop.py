@@ -16,7 +16,13 @@ UPSTREAM-RECORDS §5.3, with upstream's field lessons as rules:
   wait inside the relay client — wakes at once and the loop exits cleanly
   between two storage transactions;
 - **one engine per binding**: the caller holds the binding's lock
-  (:mod:`syncengine.engine.lock`) for the loop's lifetime.
+  (:mod:`syncengine.engine.lock`) for the loop's lifetime;
+- **live delivery** (specs/live.md §6): given a :class:`~syncengine.engine.live.Waker`,
+  the wait between successful cycles ends as soon as the relay announces
+  news or this store changed, and the interval becomes a safety net
+  (``live_interval`` while the relay's live wait answers, the ordinary
+  interval while polling). A change made while a cycle ran starts the next
+  one at once.
 """
 
 from __future__ import annotations
@@ -29,12 +35,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncengine.engine.engine import Engine, SyncReport
 from syncengine.engine.errors import StopRequested, classify
 from syncengine.engine.limits import CATCH_UP_PUSH_LIMIT, STEADY_PUSH_LIMIT, RunSettings
 from syncengine.http.errors import EngineState
+
+if TYPE_CHECKING:
+    from syncengine.engine.live import Waker
 
 __all__ = ["CycleOutcome", "RunLoop", "StopSignal", "handle_stop_signals"]
 
@@ -131,16 +140,23 @@ class RunLoop:
         *,
         on_cycle: Callable[[CycleOutcome], None] | None = None,
         rng: random.Random | None = None,
+        waker: Waker | None = None,
+        live_interval: float | None = None,
     ) -> None:
         self.engine = engine
         self.stop = stop
         self.settings = settings if settings is not None else RunSettings()
         self.on_cycle = on_cycle
         self._rng = rng if rng is not None else random.Random()
+        self.waker = waker
+        self.live_interval = live_interval
 
     def _interval(self) -> float:
         s = self.settings
-        return s.interval * (1 + self._rng.uniform(-s.jitter, s.jitter))
+        base = s.interval
+        if self.live_interval is not None and self.waker is not None and self.waker.live:
+            base = self.live_interval
+        return base * (1 + self._rng.uniform(-s.jitter, s.jitter))
 
     def run(self, max_cycles: int | None = None) -> int:
         """Returns the number of cycles run."""
@@ -149,7 +165,11 @@ class RunLoop:
         cycle = 0
         while not self.stop.is_set and (max_cycles is None or cycle < max_cycles):
             cycle += 1
+            waker = self.waker
             try:
+                if waker is not None:
+                    head = self.engine.transport_cursor()
+                    waker.before_cycle()
                 report = self.engine.sync(push_limit=limit)
             except StopRequested:
                 break
@@ -169,10 +189,20 @@ class RunLoop:
                 failures = 0
                 catching_up = report.saturated
                 limit = CATCH_UP_PUSH_LIMIT if catching_up else STEADY_PUSH_LIMIT
-                wait = 0.0 if catching_up else self._interval()
+                interval = self._interval()
+                again = waker is not None and waker.after_cycle(
+                    head, self.engine.transport_cursor(), interval
+                )
+                wait = 0.0 if catching_up or again else interval
                 outcome = CycleOutcome(cycle, True, "ok", wait, report)
             if self.on_cycle is not None:
                 self.on_cycle(outcome)
-            if outcome.wait > 0 and self.stop.wait(outcome.wait):
-                break
+            if outcome.ok and waker is not None:
+                waker.offer(self.engine.client.live_offered)
+            if outcome.wait > 0:
+                if outcome.ok and waker is not None:
+                    if waker.wait(outcome.wait) == "stop":
+                        break
+                elif self.stop.wait(outcome.wait):
+                    break
         return cycle

@@ -64,6 +64,8 @@ from wire.http_v1.headers import (
     CLIENT_VERSION,
     CONTENT_TYPE,
     JSON_CONTENT_TYPE,
+    LIVE_HEADER,
+    LIVE_HEADER_VALUE,
     PROTOCOL_VERSION_HEADER,
     RETRY_AFTER,
     TEAM_ID,
@@ -83,6 +85,7 @@ if TYPE_CHECKING:
     # those documents are imported where they are read, not by every
     # scheduled ``pull`` (start-up cost, issue #17).
     from wire.http_v1.health import Health
+    from wire.http_v1.live import LiveWaitAnswer, LiveWaitQuery
     from wire.http_v1.messages import MessageBatch, MessagePage, PushResponse
     from wire.http_v1.pairing import PairingResponse, RevokeResponse
 
@@ -104,6 +107,8 @@ _log = logging.getLogger("syncengine.http")
 
 #: Explicit per-phase timeouts (seconds); upstream's engine used 15 s per request.
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=30.0, write=30.0, pool=10.0)
+#: A live wait's answer is a few hundred bytes; nothing more is read.
+_LIVE_ANSWER_BYTES = 16 * 1024
 
 #: Bytes one pulled message may take in a page: the longest blob text plus the
 #: other members (seq, id, time, envelope header, a fully escaped key_id).
@@ -301,6 +306,9 @@ class RelayClient:
         self._interrupt = interrupt
         #: The relay's ``Date`` header of the latest answer (``doctor``'s clock check).
         self.last_date: str | None = None
+        #: Whether the latest capabilities answer offered the live wait
+        #: (``None`` before one was read).
+        self.live_offered: bool | None = None
         self._http = httpx.Client(
             base_url=self._endpoint,
             timeout=self._config.timeout,
@@ -541,6 +549,26 @@ class RelayClient:
         )
         return self._run(call)
 
+    def live_wait(self, query: LiveWaitQuery) -> LiveWaitAnswer:
+        """Our Stage 3 extension's long poll (specs/live.md): answers when the
+        team's head or read-state revision passes ``query``'s, or when its
+        time is up. One attempt, never retried here: the caller paces its
+        own retries (syncengine/engine/live.py), and this client's
+        ``request_deadline`` bounds the attempt however the relay paces it.
+        Nothing in the answer is acted on but as a hint to pull."""
+        from wire.http_v1.live import LIVE_WAIT, LiveWaitAnswer
+
+        params = self._build(lambda: tuple(query.to_params().items()))
+        call = _Call(
+            "GET",
+            LIVE_WAIT,
+            LiveWaitAnswer.from_obj,
+            _LIVE_ANSWER_BYTES,
+            self._expected(),
+            params=params,
+        )
+        return self._attempt(call)
+
     def exchange_pairing_token(
         self, token: Secret, *, server_instance_id: str | None = None
     ) -> PairingResponse:
@@ -679,6 +707,10 @@ class RelayClient:
                 "the response lacks Agmsg-Protocol-Version: 1", status=status
             ) from None
         if status == 200:
+            if call.path == paths.CAPABILITIES:
+                # Our live wait is discovered here, beside a v1 document that
+                # stays exactly v1 (wire/http_v1/live.py).
+                self.live_offered = response.headers.get(LIVE_HEADER) == LIVE_HEADER_VALUE
             data = self._read(response, call.max_bytes, started)
             if call.defer:
                 return cast(T, functools.partial(self._complete, call, data, status))
