@@ -11,9 +11,17 @@ writer), so every other process keeps sending and syncing while it waits,
 and it marks nothing read unless ``--mark-read`` asks for exactly the
 message it printed.
 
+On a store whose team is connected to a relay, a message sent on another
+machine is found just as fast whether or not ``run`` runs here: once the
+first unread query finds nothing, a thread pulls through the engine at once
+and again whenever the relay's live wait says the team moved
+(:class:`syncengine.engine.live.WaitPuller`; specs/live.md §7). Only then
+are the sync and HTTP modules imported: a ``wait`` that finds a message at
+once, or runs on a store with no connection, costs what it always did, so
+an agent may start one ``wait`` per turn.
+
 Output is ``inbox``'s: one text line, or with ``--json`` one event-log
-``message_sent`` record. The module imports no sync or HTTP code: an agent
-may start one ``wait`` per turn.
+``message_sent`` record.
 """
 
 from __future__ import annotations
@@ -102,6 +110,7 @@ def wait_for_unread(
     *,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    on_idle: Callable[[], None] | None = None,
 ) -> MessageSent | None:
     """The oldest unread message for ``agent``, waiting up to ``timeout``
     seconds (0: forever) for one; ``None`` when the time ran out.
@@ -116,6 +125,9 @@ def wait_for_unread(
         found = store.list_unread(team, agent, 1)
         if found:
             return found[0]
+        if on_idle is not None:
+            on_idle()  # once: nothing is unread yet
+            on_idle = None
         while True:
             remaining = deadline - clock()
             if remaining <= 0:
@@ -162,14 +174,40 @@ class _StopSignals:
                 signal.signal(sig, handler)
 
 
+def _connected(store: Store, team: str) -> bool:
+    """Whether ``team`` has a relay connection in this store (one query; no
+    engine import)."""
+    row = store.conn.execute(
+        "SELECT 1 FROM engine_bindings AS b JOIN teams AS t ON t.team_pk = b.team_pk"
+        " WHERE t.name = ?",
+        (team,),
+    ).fetchone()
+    return row is not None
+
+
 def _wait(args: argparse.Namespace) -> int:
     from syncengine.store import Store, StoreError
 
     stops = _StopSignals()
+    pulling: list[Any] = []
+
+    def start_pulling() -> None:
+        if not _connected(store, args.team):
+            return
+        from syncengine.engine.live import WaitPuller
+        from syncengine.engine.runloop import StopSignal
+
+        stop = StopSignal()
+        puller = WaitPuller(store.path, args.team, stop)
+        pulling.append(stop)
+        puller.start()
+
     try:
         with stops.installed(), Store(args.store) as store:
             try:
-                message = wait_for_unread(store, args.team, args.agent, args.timeout)
+                message = wait_for_unread(
+                    store, args.team, args.agent, args.timeout, on_idle=start_pulling
+                )
                 stops.armed = False
                 if message is None:
                     sys.stderr.write(
@@ -191,4 +229,7 @@ def _wait(args: argparse.Namespace) -> int:
                 return exc.status.exit_code
     except _Stopped as stopped:
         return stopped.exit_code
+    finally:
+        for stop in pulling:  # the puller is a daemon: it ends with the process
+            stop.set()
     return 0

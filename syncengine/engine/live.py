@@ -62,6 +62,7 @@ __all__ = [
     "DeliveryState",
     "LocalChanges",
     "RelayWatch",
+    "WaitPuller",
     "Waker",
     "read_delivery",
     "write_delivery",
@@ -399,3 +400,92 @@ class Waker:
     def _ended(self, reason: str) -> str:
         self.reason = reason
         return reason
+
+
+class WaitPuller(threading.Thread):
+    """For ``syncengine wait`` on a connected store (specs/live.md §7): pull
+    through the engine at once, then whenever the relay's live wait says the
+    team moved (every :data:`~syncengine.engine.limits.DEFAULT_INTERVAL`
+    seconds on a relay without it), so a message sent on another machine is
+    printed as soon as it exists — whether or not ``run`` runs here.
+
+    Each pull takes the binding's lock for its own duration only, as any
+    one-shot command does; while ``run`` holds it, ``run`` delivers and this
+    thread only waits. Failures are never the waiter's: they are logged at
+    debug level and retried with backoff, and the wait itself keeps watching
+    the store."""
+
+    def __init__(self, store_path: Path, team: str, stop: StopSignal) -> None:
+        super().__init__(name="syncengine-wait-pull", daemon=True)
+        self._store_path = store_path
+        self._team = team
+        self._halt = stop
+
+    def run(self) -> None:
+        from syncengine.engine import Engine
+        from syncengine.engine.errors import EngineError
+
+        try:
+            engine = Engine(
+                self._store_path,
+                self._team,
+                sleep=self._halt.interruptible_sleep,
+                interrupt=self._halt.check,
+            )
+        except EngineError:
+            return  # not connected: the local watch is all there is
+        except Exception as exc:
+            _log.debug("wait: no engine for %s (%s)", self._team, type(exc).__name__)
+            return
+        with engine:
+            self._loop(engine)
+
+    def _pull(self, engine: Any) -> None:
+        from syncengine.engine.errors import EngineLocked
+
+        try:
+            with engine.lock():
+                engine.pull()
+        except EngineLocked:
+            pass  # ``run`` holds the binding and delivers
+
+    def _loop(self, engine: Any) -> None:
+        from syncengine.engine.limits import DEFAULT_INTERVAL
+        from wire.http_v1.live import DEFAULT_WAIT_SECONDS, LiveWaitQuery
+
+        failures = 0
+        client: RelayClient | None = None
+        read_after = 0
+        try:
+            while not self._halt.is_set:
+                try:
+                    self._pull(engine)
+                    if not engine.client.live_offered:
+                        if self._halt.wait(DEFAULT_INTERVAL):
+                            return
+                        continue
+                    if client is None:
+                        client = engine.live_client(float(DEFAULT_WAIT_SECONDS))
+                    while not self._halt.is_set:
+                        after = engine.transport_cursor()
+                        started = time.monotonic()
+                        query = LiveWaitQuery(after, read_after, DEFAULT_WAIT_SECONDS)
+                        answer = client.live_wait(query)
+                        read_after = max(read_after, answer.read_revision)
+                        if answer.current_seq > after:
+                            break  # pull now
+                        if time.monotonic() - started < ANSWER_SPACING and self._halt.wait(
+                            ANSWER_SPACING
+                        ):
+                            return
+                    failures = 0
+                except StopRequested:
+                    return
+                except Exception as exc:  # the waiter keeps watching the store
+                    failures += 1
+                    _log.debug("wait: pull failed (%s: %s)", type(exc).__name__, exc)
+                    if self._halt.wait(min(RETRY_CAP, 2.0 ** min(failures - 1, 10))):
+                        return
+        finally:
+            if client is not None:
+                client.close()
