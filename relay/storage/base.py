@@ -14,7 +14,7 @@ single-writer lock; :mod:`relay.storage.location` picks one from
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from relay.storage.records import (
@@ -24,6 +24,7 @@ from relay.storage.records import (
     ExchangeResult,
     IncomingMessage,
     IssuedToken,
+    LiveHead,
     MessagePage,
     PolicyEntry,
     PoolState,
@@ -39,6 +40,21 @@ from relay.storage.records import (
     TeamBinding,
     TeamSummary,
 )
+
+#: What a :class:`LiveFeed` calls with a team whose head or read state moved
+#: in another process, or with ``None`` when wakes may have been lost (its
+#: connection dropped and came back): then every waited team is re-read.
+WakeCallback = Callable[[str | None], None]
+
+
+class LiveFeed(Protocol):
+    """Wakes from other relay processes sharing the database (the live wait)."""
+
+    def start(self, wake: WakeCallback) -> None:
+        """Begin listening; ``wake`` is called from the feed's own thread."""
+        ...
+
+    def close(self) -> None: ...
 
 
 class RelayStore(Protocol):
@@ -72,6 +88,18 @@ class RelayStore(Protocol):
     def page_messages(self, access: Access, after: int, limit: int) -> MessagePage: ...
 
     def members(self, access: Access) -> Roster: ...
+
+    def live_head(self, access: Access) -> LiveHead:
+        """Authenticate (401/404/403) and read the team's head in one read."""
+        ...
+
+    def live_heads(self, team_ids: Sequence[str]) -> dict[str, LiveHead]:
+        """Several teams' heads in one read, without authentication (wake refresh)."""
+        ...
+
+    def live_feed(self) -> LiveFeed | None:
+        """Cross-process wakes, or ``None`` where one process owns the database."""
+        ...
 
     def sync_read_state(self, access: Access, request: ReadStateRequest) -> ReadStatePage: ...
 

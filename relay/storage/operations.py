@@ -51,6 +51,7 @@ from relay.storage.records import (
     ExchangeResult,
     IncomingMessage,
     IssuedToken,
+    LiveHead,
     MessagePage,
     PolicyEntry,
     PostResult,
@@ -108,6 +109,11 @@ class SqlRelayStore(ABC):
     @abstractmethod
     def _team_counts(self, tx: Tx, team_pk: int) -> tuple[int, int, int]:
         """Live messages, active members and live credentials of one team."""
+
+    @abstractmethod
+    def _announce(self, tx: Tx, team_id: str) -> None:
+        """Tell other relay processes, at this transaction's commit, that the
+        team's head or read state moved (the live wait's cross-process wake)."""
 
     # -- shared reads ---------------------------------------------------------------------------
     @staticmethod
@@ -172,6 +178,7 @@ class SqlRelayStore(ABC):
                     "UPDATE teams SET current_seq = ? WHERE team_pk = ?",
                     (plan.new_current_seq, team.pk),
                 )
+                self._announce(tx, team.team_id)
             retention = None
             floor = team.min_available_seq
             if self._retention_max_live is not None:
@@ -214,6 +221,28 @@ class SqlRelayStore(ABC):
 
         return self._run(False, body)
 
+    def live_head(self, access: Access) -> LiveHead:
+        """Authenticate and read the team's head in one read (the live wait's check)."""
+
+        def body(tx: Tx) -> LiveHead:
+            team, _ = steps.authenticate(tx, access)
+            return LiveHead(team.binding, team.current_seq, team.read_revision)
+
+        return self._run(False, body)
+
+    def live_heads(self, team_ids: Sequence[str]) -> dict[str, LiveHead]:
+        """The heads of several teams in one read, unauthenticated (a wake's refresh)."""
+
+        def body(tx: Tx) -> dict[str, LiveHead]:
+            rows = tx.rows(
+                f"SELECT {steps.TEAM_COLUMNS} FROM teams WHERE team_id {{any}}",
+                (tx.dialect.encode_ids(sorted(set(team_ids))),),
+            )
+            teams = [TeamRow(*row) for row in rows]
+            return {t.team_id: LiveHead(t.binding, t.current_seq, t.read_revision) for t in teams}
+
+        return self._run(False, body)
+
     def members(self, access: Access) -> Roster:
         def body(tx: Tx) -> Roster:
             team, _ = steps.authenticate(tx, access)
@@ -227,8 +256,8 @@ class SqlRelayStore(ABC):
 
         def body(tx: Tx) -> ReadStatePage:
             team, _ = steps.authenticate(tx, access, lock=lock)
-            if write:
-                steps.merge_read_updates(tx, team, request)
+            if write and steps.merge_read_updates(tx, team, request):
+                self._announce(tx, team.team_id)
             items, has_more = steps.read_page(tx, team, request.page_after, request.page_limit)
             return ReadStatePage(team.binding, team.current_seq, items, has_more)
 

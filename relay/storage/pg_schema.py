@@ -153,7 +153,12 @@ CREATE TABLE credentials(
 """
 
 #: Ordered ``(version, DDL)`` steps; a new schema version appends one step.
-MIGRATIONS: tuple[tuple[int, str], ...] = ((1, _V1),)
+MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (1, _V1),
+    # The live wait's read-state revision (specs/live.md), raised by every
+    # read-state sync that changes a frontier or an exact read.
+    (2, "ALTER TABLE teams ADD COLUMN read_revision bigint NOT NULL DEFAULT 0"),
+)
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

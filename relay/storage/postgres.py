@@ -60,6 +60,7 @@ from relay.secrets import new_uuid7
 from relay.storage import pg_schema, steps
 from relay.storage.dialect import Dialect, Tx
 from relay.storage.operations import SqlRelayStore, commit
+from relay.storage.pg_live import CHANNEL, PgLiveFeed
 from relay.storage.pg_schema import RELAY_SCHEMA
 from relay.storage.records import PoolState, ProvisioningDocument
 from relay.storage.steps import TeamRow
@@ -311,6 +312,15 @@ class PostgresRelayStore(SqlRelayStore):
         team = steps.load_team(tx, document.team_id, lock=True)
         assert team is not None
         return team, inserted is not None
+
+    def _announce(self, tx: Tx, team_id: str) -> None:
+        """NOTIFY every relay process at commit (relay/storage/pg_live.py);
+        PostgreSQL drops it with a rolled-back transaction."""
+        tx.one("SELECT pg_notify(?, ?)", (CHANNEL, team_id))
+
+    def live_feed(self) -> PgLiveFeed:
+        """A new LISTEN connection of this process (the app starts it once)."""
+        return PgLiveFeed(self._url)
 
     def _team_counts(self, tx: Tx, team_pk: int) -> tuple[int, int, int]:
         """One round trip for the three counts of ``relay status``."""

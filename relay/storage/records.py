@@ -40,6 +40,23 @@ class TeamBinding:
 
 
 @dataclass(frozen=True, slots=True)
+class LiveHead:
+    """What the live wait compares and answers, read from one team row.
+
+    ``current_seq`` is the committed head; ``read_revision`` counts the
+    read-state changes committed so far (specs/live.md). Both only grow.
+    """
+
+    binding: TeamBinding
+    current_seq: int
+    read_revision: int
+
+    def passes(self, after: int, read_after: int) -> bool:
+        """Whether the team has moved past what a client holds."""
+        return self.current_seq > after or self.read_revision > read_after
+
+
+@dataclass(frozen=True, slots=True)
 class CapabilitySnapshot:
     """Binding, sequence boundary and complete policy history from one snapshot."""
 

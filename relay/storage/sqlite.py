@@ -48,9 +48,8 @@ from relay.storage.operations import SqlRelayStore, commit
 from relay.storage.records import PoolState, ProvisioningDocument
 from relay.storage.steps import TeamRow
 
-__all__ = ["SCHEMA_VERSION", "SQLITE", "SqliteRelayStore"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLITE", "SqliteRelayStore"]
 
-SCHEMA_VERSION = 1
 _log = logging.getLogger("relay.storage")
 T = TypeVar("T")
 
@@ -165,6 +164,16 @@ CREATE TABLE credentials(
 ) WITHOUT ROWID;
 """
 
+#: Ordered ``(version, DDL)`` steps above the version-1 schema; a new schema
+#: version appends one. ``init`` writes version 1 and applies them all, so a
+#: new file and a migrated one hold the same schema.
+MIGRATIONS: tuple[tuple[int, str], ...] = (
+    # The live wait's read-state revision (specs/live.md), raised by every
+    # read-state sync that changes a frontier or an exact read.
+    (2, "ALTER TABLE teams ADD COLUMN read_revision INTEGER NOT NULL DEFAULT 0"),
+)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
 # Database conditions that mean "try again later", never "you are wrong".
 _UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     apsw.BusyError,
@@ -267,6 +276,8 @@ class SqliteRelayStore(SqlRelayStore):
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(_SCHEMA)
+            for _, ddl in MIGRATIONS:
+                conn.execute(ddl)
             instance_id = new_uuid7()
             conn.execute(
                 "INSERT INTO relay_meta(key, value) VALUES ('server_instance_id', ?), "
@@ -286,18 +297,39 @@ class SqliteRelayStore(SqlRelayStore):
 
     @classmethod
     def migrate(cls, path: str | os.PathLike[str]) -> tuple[int, int]:
-        """Bring the file to :data:`SCHEMA_VERSION`; ``(from, to)``.
+        """Bring the file to :data:`SCHEMA_VERSION` in one transaction; ``(from, to)``.
 
-        Version 1 is the only SQLite schema so far, so this checks and reports
-        (refusing a newer file) — the command exists for parity with PostgreSQL,
-        and the next schema change adds its step here.
+        ``BEGIN IMMEDIATE`` takes the writer lock first, so a relay serving
+        the file cannot write between the version check and the steps; SQLite
+        DDL is transactional, so a failed step leaves the previous version
+        whole. A file newer than this code is refused, never touched.
         """
-        store = cls(path)
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
         try:
-            version = store._run(False, store._read_schema_version)
+            conn.set_busy_timeout(5000)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                current = cls._read_schema_version(Tx(conn, SQLITE))
+                cls._check_schema_version(current, migrating=True)
+                target = current
+                for version, ddl in MIGRATIONS:
+                    if version > current:
+                        conn.execute(ddl)
+                        target = version
+                conn.execute(
+                    "UPDATE relay_meta SET value = ? WHERE key = 'schema_version'",
+                    (str(target),),
+                )
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except _UNAVAILABLE_ERRORS:
+            raise _unavailable() from None
         finally:
-            store.close()
-        return version, version
+            conn.close()
+        return current, target
 
     @staticmethod
     def _read_schema_version(tx: Tx) -> int:
@@ -305,13 +337,20 @@ class SqliteRelayStore(SqlRelayStore):
         return 1 if row is None else int(row[0])
 
     @staticmethod
-    def _check_schema_version(version: int) -> None:
-        """A file written by a newer relay is refused rather than misread."""
+    def _check_schema_version(version: int, *, migrating: bool = False) -> None:
+        """A file written by a newer relay is refused rather than misread; an
+        older one is served only after ``relay migrate`` brought it forward."""
         if version > SCHEMA_VERSION:
             raise OperatorError(
                 f"the relay database is schema version {version}, newer than this "
                 f"relay's {SCHEMA_VERSION}",
                 "run the newer syncengine release that wrote it",
+            )
+        if version < SCHEMA_VERSION and not migrating:
+            raise OperatorError(
+                f"the relay database is schema version {version}; this relay needs "
+                f"{SCHEMA_VERSION}",
+                "upgrade it: syncengine relay migrate --db PATH",
             )
 
     @property
@@ -437,6 +476,14 @@ class SqliteRelayStore(SqlRelayStore):
             raise _unavailable() from None
         finally:
             conn.close()
+
+    def _announce(self, tx: Tx, team_id: str) -> None:
+        """Nothing to tell: one process owns the file, and the HTTP layer wakes
+        its own waiters once the transaction returns."""
+
+    def live_feed(self) -> None:
+        """One process owns the file: the HTTP layer's own wakes are all there are."""
+        return None
 
     def pool_state(self) -> PoolState:
         """One connection per worker thread that has used the store; no queue to wait in."""

@@ -29,7 +29,7 @@ from relay.errors import (
     TeamNotFound,
     Unauthenticated,
 )
-from relay.limits import MAX_EXACT_PER_MEMBER, MAX_EXACT_PER_TEAM
+from relay.limits import MAX_EXACT_PER_MEMBER, MAX_EXACT_PER_TEAM, MAX_SEQ
 from relay.storage.dialect import Tx
 from relay.storage.read_stream import exact_floor, merge_page
 from relay.storage.records import (
@@ -63,7 +63,8 @@ __all__ = [
 ]
 
 TEAM_COLUMNS = (
-    "team_pk, team_id, team_name, current_seq, min_available_seq, members_revision, policy_revision"
+    "team_pk, team_id, team_name, current_seq, min_available_seq, members_revision, "
+    "policy_revision, read_revision"
 )
 _TEAM_BY_ID = f"SELECT {TEAM_COLUMNS} FROM teams WHERE team_id = ?"
 _TEAM_BY_ID_LOCKED = _TEAM_BY_ID + "{lock_team}"
@@ -92,6 +93,9 @@ class TeamRow:
     min_available_seq: int
     members_revision: int
     policy_revision: int
+    #: Counts the read-sync transactions that changed the team's stored read
+    #: state (schema version 2); the live wait's second number (specs/live.md).
+    read_revision: int
 
     @property
     def binding(self) -> TeamBinding:
@@ -273,12 +277,14 @@ def replace_roster(tx: Tx, team: TeamRow, document: ProvisioningDocument) -> Non
 
 
 # -- read state ---------------------------------------------------------------------------------
-def merge_read_updates(tx: Tx, team: TeamRow, request: ReadStateRequest) -> None:
+def merge_read_updates(tx: Tx, team: TeamRow, request: ReadStateRequest) -> bool:
     """Validate, max-merge, set-union, GC on proof, then enforce the bounds.
 
     Runs while the transaction is the team's only writer (read-state spec
     "Merge"), so merges, retention and roster changes of one team never
-    interleave.
+    interleave. Returns whether a stored frontier or exact read changed; if
+    so the team's ``read_revision`` has been raised by one in this same
+    transaction (the live wait's read-state number, specs/live.md).
     """
     encode_ids = tx.dialect.encode_ids
     member_ids = [u.member_id for u in request.updates]
@@ -316,6 +322,7 @@ def merge_read_updates(tx: Tx, team: TeamRow, request: ReadStateRequest) -> None
                 )
 
     added: dict[str, int] = {}
+    changed = False
     for update in request.updates:
         row = tx.one(
             "SELECT server_seq FROM read_frontiers WHERE team_pk = ? AND member_id = ?",
@@ -324,16 +331,19 @@ def merge_read_updates(tx: Tx, team: TeamRow, request: ReadStateRequest) -> None
         stored = int(row[0]) if row is not None else 0
         frontier = max(stored, update.server_seq, team.min_available_seq)
         if row is None or frontier != stored:
+            # The effective frontier a page shows is at least the floor.
+            changed = changed or frontier != max(stored, team.min_available_seq)
             tx.run(
                 "INSERT INTO read_frontiers(team_pk, member_id, server_seq) VALUES (?, ?, ?) "
                 "ON CONFLICT (team_pk, member_id) "
                 "DO UPDATE SET server_seq = excluded.server_seq",
                 (team.pk, update.member_id, frontier),
             )
-        tx.run(
+        collected = tx.run(
             "DELETE FROM read_exact WHERE team_pk = ? AND member_id = ? AND team_seq <= ?",
             (team.pk, update.member_id, frontier),
         )
+        changed = changed or collected > 0
         fresh = 0
         for wire_id in update.exact_wire_ids:
             seq = resolved[wire_id]
@@ -345,6 +355,7 @@ def merge_read_updates(tx: Tx, team: TeamRow, request: ReadStateRequest) -> None
                 (team.pk, update.member_id, wire_id, seq),
             )
         added[update.member_id] = fresh
+        changed = changed or fresh > 0
 
     total_row = tx.one("SELECT count(*) FROM read_exact WHERE team_pk = ?", (team.pk,))
     counts = {
@@ -362,6 +373,14 @@ def merge_read_updates(tx: Tx, team: TeamRow, request: ReadStateRequest) -> None
         max_per_member=MAX_EXACT_PER_MEMBER,
         max_per_team=MAX_EXACT_PER_TEAM,
     )
+    if changed:
+        # Saturates at the signed 64-bit maximum rather than failing a merge.
+        tx.run(
+            "UPDATE teams SET read_revision = read_revision + 1 "
+            "WHERE team_pk = ? AND read_revision < ?",
+            (team.pk, MAX_SEQ),
+        )
+    return changed
 
 
 def read_page(

@@ -328,7 +328,14 @@ def test_a_database_from_a_newer_relay_is_refused_and_left_untouched(
 ) -> None:
     location.initialize(empty_postgres_url)
     assert run(capsys, "migrate", "--database", empty_postgres_url, "--json")[1] == (
-        json.dumps({"db": empty_postgres_url, "from_version": 1, "to_version": 1}, sort_keys=True)
+        json.dumps(
+            {
+                "db": empty_postgres_url,
+                "from_version": pg_schema.SCHEMA_VERSION,
+                "to_version": pg_schema.SCHEMA_VERSION,
+            },
+            sort_keys=True,
+        )
         + "\n"
     )
     with psycopg.connect(empty_postgres_url) as conn:
@@ -351,9 +358,11 @@ def test_migrate_applies_pending_steps_in_one_transaction(
     empty_postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     location.initialize(empty_postgres_url)
-    broken = (*pg_schema.MIGRATIONS, (2, "ALTER TABLE teams ADD COLUMN note text; SELECT 1/0"))
+    current = pg_schema.SCHEMA_VERSION
+    step = current + 1
+    broken = (*pg_schema.MIGRATIONS, (step, "ALTER TABLE teams ADD COLUMN note text; SELECT 1/0"))
     monkeypatch.setattr(pg_schema, "MIGRATIONS", broken)
-    monkeypatch.setattr(pg_schema, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(pg_schema, "SCHEMA_VERSION", step)
     with pytest.raises(Exception):  # noqa: B017 - the step's own error, whatever it maps to
         location.migrate(empty_postgres_url)
     with psycopg.connect(empty_postgres_url) as conn:
@@ -368,12 +377,13 @@ def test_migrate_applies_pending_steps_in_one_transaction(
         version = conn.execute(
             f"SELECT value FROM {RELAY_SCHEMA}.relay_meta WHERE key = 'schema_version'"
         ).fetchone()
-    assert "note" not in columns and version == ("1",)  # the failed step left version 1 whole
-    with pytest.raises(OperatorError, match="needs 2"):
+    # The failed step left the previous version whole.
+    assert "note" not in columns and version == (str(current),)
+    with pytest.raises(OperatorError, match=f"needs {step}"):
         location.open_store(empty_postgres_url)
-    working = (*pg_schema.MIGRATIONS[:-1], (2, "ALTER TABLE teams ADD COLUMN note text"))
+    working = (*pg_schema.MIGRATIONS[:-1], (step, "ALTER TABLE teams ADD COLUMN note text"))
     monkeypatch.setattr(pg_schema, "MIGRATIONS", working)
-    assert location.migrate(empty_postgres_url) == (1, 2)
+    assert location.migrate(empty_postgres_url) == (current, step)
     location.open_store(empty_postgres_url).close()
 
 
