@@ -43,7 +43,13 @@ from relay.config import (
     parse_retention,
 )
 from relay.errors import OperatorError, RelayError
-from relay.limits import PAIRING_TOKEN_TTL_SECONDS
+from relay.limits import (
+    LIVE_MAX_WAIT_SECONDS,
+    LIVE_MAX_WAITS,
+    LIVE_MAX_WAITS_PER_CREDENTIAL,
+    MAX_WAIT_SECONDS,
+    PAIRING_TOKEN_TTL_SECONDS,
+)
 from relay.logformat import LOG_FORMATS
 from relay.provisioning import parse_provisioning_document
 from relay.secrets import hash_secret, new_pairing_token, timestamp, utc_now
@@ -113,6 +119,32 @@ def register(subparsers: Any) -> None:
     serve.add_argument(
         "--tls-keyfile", type=Path, default=None, help="its unencrypted PEM private key (0600)"
     )
+    serve.add_argument(
+        "--no-live",
+        action="store_true",
+        help="do not offer the live wait extension (no Syncengine-Live header, no wait route)",
+    )
+    serve.add_argument(
+        "--live-max-wait",
+        type=_bounded(1, MAX_WAIT_SECONDS),
+        default=LIVE_MAX_WAIT_SECONDS,
+        metavar="SECONDS",
+        help="answer a live wait after at most this long (default %(default)s)",
+    )
+    serve.add_argument(
+        "--live-max-waits",
+        type=_bounded(1, 1_000_000),
+        default=LIVE_MAX_WAITS,
+        metavar="N",
+        help="open live waits this process holds at once; more are 429 (default %(default)s)",
+    )
+    serve.add_argument(
+        "--live-max-waits-per-credential",
+        type=_bounded(1, 1_000),
+        default=LIVE_MAX_WAITS_PER_CREDENTIAL,
+        metavar="N",
+        help="open live waits per device credential; more are 429 (default %(default)s)",
+    )
 
     team = actions.add_parser("team", help="provision teams")
     team_actions = team.add_subparsers(dest="team_action", metavar="ACTION")
@@ -168,6 +200,19 @@ def _positive_seconds(value: str) -> int:
     if seconds < 1:
         raise argparse.ArgumentTypeError("must be at least 1 second")
     return seconds
+
+
+def _bounded(low: int, high: int) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+        if not low <= number <= high:
+            raise argparse.ArgumentTypeError(f"must be {low}..{high}")
+        return number
+
+    return parse
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -260,6 +305,7 @@ def _migrate(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     try:
+        from relay.http.live import LiveOptions
         from relay.server import ServeOptions, serve  # uvicorn only loads for this command
     except ImportError as exc:
         raise OperatorError(
@@ -280,6 +326,13 @@ def _serve(args: argparse.Namespace) -> int:
         shutdown_timeout=args.shutdown_timeout,
         tls_certfile=args.tls_certfile,
         tls_keyfile=args.tls_keyfile,
+        live=None
+        if args.no_live
+        else LiveOptions(
+            max_wait_seconds=args.live_max_wait,
+            max_waits=args.live_max_waits,
+            max_waits_per_credential=args.live_max_waits_per_credential,
+        ),
     )
     serve(store, options)
     return EXIT_OK

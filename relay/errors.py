@@ -26,6 +26,7 @@ reaches HTTP and carries remediation text instead of a status.
     ├── RequestTooLarge             413 request-too-large
     ├── UnsupportedCipher           422 unsupported-cipher
     ├── UnsupportedProtocolVersion  426 unsupported-protocol-version
+    ├── LiveWaitLimit               429 live-wait-limit      (the live wait extension)
     ├── InternalError               500 internal-error
     ├── Unavailable                 503 unavailable
     └── SequenceExhausted           507 sequence-exhausted
@@ -185,6 +186,20 @@ class UnsupportedProtocolVersion(RelayError):
     status = 426
     code = "unsupported-protocol-version"
     default_message = "a supported Agmsg-Protocol-Version header is required"
+
+
+class LiveWaitLimit(RelayError):
+    """Too many open live waits (per credential or per relay process).
+
+    Our extension's own code (specs/live.md); a v1 client classifies an
+    unknown code by its status, and 429 means "retry later".
+    """
+
+    status = 429
+    code = "live-wait-limit"
+    default_message = (
+        "too many live waits are open; hold one wait per team and retry after Retry-After"
+    )
 
 
 class InternalError(RelayError):

@@ -21,6 +21,7 @@ from wire.http_v1.limits import (
     MAX_SECRET_CHARS,
     PAIRING_TOKEN_TTL_SECONDS,
 )
+from wire.http_v1.live import MAX_WAIT_SECONDS
 from wire.limits import (
     DEFAULT_PAGE_LIMIT,
     ENVELOPE_VERSION,
@@ -37,6 +38,11 @@ __all__ = [
     "ACCEPTED_ENVELOPE_VERSIONS",
     "DEFAULT_PAGE_LIMIT",
     "DEFAULT_WRITE_ALLOWED_CIPHERS",
+    "LIVE_MAX_WAITS",
+    "LIVE_MAX_WAITS_PER_CREDENTIAL",
+    "LIVE_MAX_WAIT_SECONDS",
+    "LIVE_RETRY_AFTER_SECONDS",
+    "LIVE_TICK_SECONDS",
     "MAX_BATCH",
     "MAX_BLOB_BYTES",
     "MAX_EXACT_PER_MEMBER",
@@ -51,6 +57,7 @@ __all__ = [
     "MAX_REQUEST_BYTES",
     "MAX_SECRET_CHARS",
     "MAX_SEQ",
+    "MAX_WAIT_SECONDS",
     "PAIRING_TOKEN_TTL_SECONDS",
     "PROTOCOL_VERSION",
     "RETRY_AFTER_SECONDS",
@@ -75,3 +82,19 @@ DEFAULT_WRITE_ALLOWED_CIPHERS: Final[tuple[str, ...]] = ("age-v1", "none")
 
 #: ``Retry-After`` on 503 (v1.md: servers MAY include it).
 RETRY_AFTER_SECONDS: Final = 1
+
+# -- the live wait (our Stage 3 extension, specs/live.md) ------------------------------------
+#: ``--live-max-wait`` default: the relay answers a wait after at most this
+#: long, whatever the client asked (up to the protocol's MAX_WAIT_SECONDS).
+LIVE_MAX_WAIT_SECONDS: Final = 25
+#: ``--live-max-waits``: open waits one relay process holds at once.
+LIVE_MAX_WAITS: Final = 2000
+#: ``--live-max-waits-per-credential``: a device needs one per team; a few
+#: spare cover a reconnect racing its previous wait's answer.
+LIVE_MAX_WAITS_PER_CREDENTIAL: Final = 4
+#: A wait re-authorizes its credential and re-reads its team at least this
+#: often: a revoked credential is cut off, and a lost wake costs at most this.
+LIVE_TICK_SECONDS: Final = 5.0
+#: ``Retry-After`` on 429 live-wait-limit: about one tick, by when a wait
+#: of the same credential has usually answered.
+LIVE_RETRY_AFTER_SECONDS: Final = 5

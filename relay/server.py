@@ -15,6 +15,11 @@ uvicorn re-raises the signal it caught once it has finished; the handler
 installed here receives that second delivery instead of the default action
 (which would kill the process with the signal after a clean drain).
 
+The live wait (relay/http/live.py) is on unless ``--no-live``: SIGTERM first
+answers every open long poll (``woken: false``) — uvicorn's own signal
+handler is extended for that, since uvicorn replaces ours while it serves —
+so a drain is never held up by waits that would otherwise run their course.
+
 TLS is uvicorn's own (``ssl_certfile``/``ssl_keyfile``); the certificate and
 key are loaded before the ``listening`` line, so a bad file fails startup
 with an operator error. A key protected by a passphrase is not offered: the
@@ -31,13 +36,15 @@ import ssl
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TextIO
 
 import uvicorn
 
 from relay.config import DEFAULT_SHUTDOWN_TIMEOUT_S
 from relay.errors import OperatorError
-from relay.http.app import create_app
+from relay.http.app import ProtocolHeaders, create_app
+from relay.http.live import LiveOptions
 from relay.logformat import LogFormat, configure_logging
 from relay.storage.base import RelayStore
 
@@ -57,6 +64,8 @@ class ServeOptions:
     shutdown_timeout: int = DEFAULT_SHUTDOWN_TIMEOUT_S
     tls_certfile: Path | None = None
     tls_keyfile: Path | None = None
+    #: The live wait's bounds; ``None`` (``--no-live``) turns the extension off.
+    live: LiveOptions | None = LiveOptions()  # noqa: RUF009 - frozen, never mutated
 
 
 def is_loopback(address: str) -> bool:
@@ -103,6 +112,19 @@ def _tls_files(options: ServeOptions) -> tuple[str | None, str | None]:
     return str(options.tls_certfile), str(options.tls_keyfile)
 
 
+class _RelayServer(uvicorn.Server):
+    """uvicorn's server whose exit signal also releases the open live waits."""
+
+    def __init__(self, config: uvicorn.Config, app: ProtocolHeaders) -> None:
+        super().__init__(config)
+        self._relay_app = app
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._relay_app.live is not None:
+            self._relay_app.live.shutdown_threadsafe()
+        super().handle_exit(sig, frame)
+
+
 def serve(store: RelayStore, options: ServeOptions, *, announce: TextIO = sys.stdout) -> None:
     """Bind, announce, serve until SIGTERM/SIGINT, drain, close the store."""
     try:
@@ -111,8 +133,9 @@ def serve(store: RelayStore, options: ServeOptions, *, announce: TextIO = sys.st
         sock = _bind(options.host, options.port)
         bound_address, bound_port = sock.getsockname()[:2]
         with_metrics = metrics_enabled(options.metrics, bound_address)
+        app = create_app(store, metrics=with_metrics, live=options.live)
         config = uvicorn.Config(
-            create_app(store, metrics=with_metrics),
+            app,
             log_level="warning",
             log_config=None,  # configure_logging owns every logger's format
             access_log=False,
@@ -134,7 +157,7 @@ def serve(store: RelayStore, options: ServeOptions, *, announce: TextIO = sys.st
                 "check that --tls-certfile is a PEM certificate chain and --tls-keyfile its "
                 "unencrypted PEM private key, both readable by the relay",
             ) from None
-        server = uvicorn.Server(config)
+        server = _RelayServer(config, app)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, server.handle_exit)
         announce.write(
@@ -146,6 +169,7 @@ def serve(store: RelayStore, options: ServeOptions, *, announce: TextIO = sys.st
                     "server_instance_id": store.server_instance_id,
                     "tls": certfile is not None,
                     "metrics": with_metrics,
+                    "live": options.live is not None,
                 }
             )
             + "\n"

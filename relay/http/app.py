@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -56,6 +56,7 @@ from relay.http.intake import (
     require_protocol_version,
     require_team_id,
 )
+from relay.http.live import LiveHub, LiveOptions
 from relay.http.metrics import METRICS_PATH, RelayMetrics, metrics_endpoint
 from relay.limits import (
     PAIRING_TOKEN_TTL_SECONDS,
@@ -68,6 +69,7 @@ from relay.storage.base import RelayStore
 from relay.storage.records import Access, TeamBinding
 from wire.errors import WireError
 from wire.http_v1 import paths
+from wire.http_v1.live import LIVE_HEADER, LIVE_HEADER_VALUE, LIVE_WAIT, LiveWaitQuery
 from wire.scalars import check_uuid7
 
 __all__ = ["PAIRING_TOKEN_TTL", "ProtocolHeaders", "create_app"]
@@ -85,6 +87,7 @@ _STAMPED = (
     (b"cache-control", b"no-store"),
 )
 _ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+_LIVE_QUERY = frozenset({"after", "read_after", "wait"})
 #: Scope key holding the matched route template, written by each routed endpoint.
 ROUTE_SCOPE_KEY = "relay.route"
 UNMATCHED_ROUTE = "unmatched"
@@ -116,11 +119,17 @@ class ProtocolHeaders:
     """Outermost ASGI layer: protocol headers, crash envelope, access log, request metrics."""
 
     def __init__(
-        self, app: ASGIApp, server_instance_id: str, metrics: RelayMetrics | None = None
+        self,
+        app: ASGIApp,
+        server_instance_id: str,
+        metrics: RelayMetrics | None = None,
+        live: LiveHub | None = None,
     ) -> None:
         self._app = app
         self._server_instance_id = server_instance_id
         self._metrics = metrics
+        #: The live wait's hub, for the server's shutdown (``None`` with ``--no-live``).
+        self.live = live
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -174,9 +183,10 @@ def _team_bound(access: Access) -> Iterator[None]:
 
 
 class _Handlers:
-    def __init__(self, store: RelayStore, clock: Clock) -> None:
+    def __init__(self, store: RelayStore, clock: Clock, live: LiveHub | None) -> None:
         self.store = store
         self.clock = clock
+        self.live = live
         #: The roster and read-state bodies last rendered per team (relay/http/body_cache.py).
         self.bodies = BodyCache()
 
@@ -256,11 +266,15 @@ class _Handlers:
     async def capabilities(self, request: Request) -> Response:
         access, _ = await self.team_query(request)
         snapshot = await self.team_call(self.store.capabilities, access)
-        return json_response(render.capabilities(self.sid, snapshot))
+        # The live wait is discovered here without changing the v1 document.
+        headers = {LIVE_HEADER: LIVE_HEADER_VALUE} if self.live is not None else None
+        return json_response(render.capabilities(self.sid, snapshot), headers=headers)
 
     async def post_messages(self, request: Request) -> Response:
         access, batch = await self.team_body(request, bodies.parse_message_batch)
         result = await self.team_call(self.store.post_messages, access, batch, self.now())
+        if self.live is not None and any(ack.disposition == "stored" for ack in result.acks):
+            self.live.notify(access.team_id)
         return json_response(render.post_result(self.sid, result))
 
     async def get_messages(self, request: Request) -> Response:
@@ -281,6 +295,8 @@ class _Handlers:
     async def read_state_sync(self, request: Request) -> Response:
         access, parsed = await self.team_body(request, bodies.parse_read_state_request)
         page = await self.team_call(self.store.sync_read_state, access, parsed)
+        if self.live is not None and parsed.updates:
+            self.live.notify(access.team_id)  # the refresh reads whether it moved
         body = self.bodies.body(
             paths.READ_STATE_SYNC,
             access.team_id,
@@ -288,6 +304,22 @@ class _Handlers:
             lambda p: _json_bytes(render.read_state_page(self.sid, p)),
         )
         return Response(body, media_type="application/json")
+
+    async def live_wait(self, request: Request) -> Response:
+        """Our extension's long poll (wire/http_v1/live.py, relay/http/live.py)."""
+        assert self.live is not None  # the route exists only with the hub
+        access, params = await self.team_query(request, _LIVE_QUERY)
+        try:
+            query = LiveWaitQuery.from_params(params)
+        except WireError as exc:
+            raise InvalidRequest(
+                exc.rule, details={"field": exc.field}, team_id=access.team_id
+            ) from None
+        # Not inside _team_bound: a credential revoked mid-wait is a plain 401.
+        head, woken = await self.live.wait(
+            access, query, lambda: self.team_call(self.store.live_head, access)
+        )
+        return json_response(render.live_answer(self.sid, head, woken))
 
     async def pairing_exchange(self, request: Request) -> Response:
         require_protocol_version(request)
@@ -363,15 +395,25 @@ class _AnyMethod:
 
 
 def create_app(
-    store: RelayStore, *, clock: Clock = utc_now, metrics: bool = False
+    store: RelayStore,
+    *,
+    clock: Clock = utc_now,
+    metrics: bool = False,
+    live: LiveOptions | None = LiveOptions(),  # noqa: B008 - frozen, never mutated
 ) -> ProtocolHeaders:
     """Build the v1 ASGI application around one store.
 
     ``metrics`` adds ``GET /metrics`` and the request instruments behind it;
     without it the path is an unknown route (404 in the error envelope). The
     decision of when to turn it on is the server's (relay/server.py).
+
+    ``live`` offers our live wait extension with those bounds (the
+    ``Syncengine-Live`` header on capabilities, and :data:`LIVE_WAIT`);
+    ``None`` (``--no-live``) leaves both out: no header, and the path is an
+    unknown route.
     """
-    handlers = _Handlers(store, clock)
+    hub = LiveHub(store, live) if live is not None else None
+    handlers = _Handlers(store, clock, hub)
     get, post = frozenset({"GET"}), frozenset({"POST"})
     table: list[tuple[str, frozenset[str], Endpoint]] = [
         (paths.HEALTH, get, handlers.health),
@@ -382,7 +424,9 @@ def create_app(
         ("/v1/credentials/{credential_id}/revoke", post, handlers.revoke),
         (openapi.OPENAPI_PATH, get, handlers.openapi_document),
     ]
-    instruments = RelayMetrics(store) if metrics else None
+    if hub is not None:
+        table.append((LIVE_WAIT, get, handlers.live_wait))
+    instruments = RelayMetrics(store, hub) if metrics else None
     if instruments is not None:
         table.append((METRICS_PATH, get, metrics_endpoint(instruments)))
     routes = [
@@ -406,5 +450,13 @@ def create_app(
         error = RouteNotFound()
         await json_response(render.error(error, None), error.status)(scope, receive, send)
 
-    router = Router(routes, redirect_slashes=False, default=not_found)
-    return ProtocolHeaders(router, store.server_instance_id, instruments)
+    @asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        if hub is None:
+            yield
+            return
+        async with hub.running():
+            yield
+
+    router = Router(routes, redirect_slashes=False, default=not_found, lifespan=lifespan)
+    return ProtocolHeaders(router, store.server_instance_id, instruments, hub)

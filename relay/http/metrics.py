@@ -33,10 +33,11 @@ from starlette.responses import Response
 
 from relay.errors import RelayError
 from relay.http.intake import require_no_body
+from relay.http.live import LiveHub
 from relay.logformat import AccessRecord
 from relay.storage.base import RelayStore
 
-__all__ = ["METRICS_PATH", "RelayMetrics", "StoreCollector", "metrics_endpoint"]
+__all__ = ["METRICS_PATH", "LiveCollector", "RelayMetrics", "StoreCollector", "metrics_endpoint"]
 
 METRICS_PATH = "/metrics"
 _PREFIX = "syncengine_relay"
@@ -87,10 +88,48 @@ class StoreCollector:
                 yield GaugeMetricFamily(f"{_PREFIX}_{name}", documentation, value=value)
 
 
+class LiveCollector:
+    """Scrape-time figures of the live wait's hub (counters kept on the event loop)."""
+
+    def __init__(self, hub: LiveHub) -> None:
+        self._hub = hub
+
+    def collect(self) -> Iterator[Metric]:
+        hub = self._hub
+        yield GaugeMetricFamily(
+            f"{_PREFIX}_live_waits_open", "Live waits held open now", value=hub.open_waits
+        )
+        wakes = CounterMetricFamily(
+            f"{_PREFIX}_live_wait_answers",
+            "Live waits answered, by reason (head, read, timeout, shutdown)",
+            labels=("reason",),
+        )
+        for reason, count in sorted(hub.wakes.items()):
+            wakes.add_metric((reason,), count)
+        yield wakes
+        yield CounterMetricFamily(
+            f"{_PREFIX}_live_waits_refused",
+            "Live waits refused by a concurrency cap (429 live-wait-limit)",
+            value=hub.refused,
+        )
+        yield CounterMetricFamily(
+            f"{_PREFIX}_live_head_refreshes",
+            "Head reads made to publish wakes to waiting teams (one per burst)",
+            value=hub.refreshes,
+        )
+        reconnects = hub.listener_reconnects
+        if reconnects is not None:
+            yield CounterMetricFamily(
+                f"{_PREFIX}_live_listener_reconnects",
+                "Times the cross-process LISTEN connection was re-established",
+                value=reconnects,
+            )
+
+
 class RelayMetrics:
     """The request instruments and the store collector of one app, in one registry."""
 
-    def __init__(self, store: RelayStore) -> None:
+    def __init__(self, store: RelayStore, live: LiveHub | None = None) -> None:
         self.registry = CollectorRegistry()
         self._requests = Counter(
             f"{_PREFIX}_http_requests",
@@ -106,6 +145,8 @@ class RelayMetrics:
             registry=self.registry,
         )
         self.registry.register(StoreCollector(store))
+        if live is not None:
+            self.registry.register(LiveCollector(live))
 
     def observe(self, access: AccessRecord) -> None:
         """Count one finished request (called by the outermost ASGI layer)."""

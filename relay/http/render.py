@@ -16,6 +16,7 @@ from relay.limits import PROTOCOL_VERSION
 from relay.storage.records import (
     CapabilitySnapshot,
     ExchangeResult,
+    LiveHead,
     MessagePage,
     PostResult,
     ReadKey,
@@ -27,6 +28,7 @@ from relay.storage.records import (
 from wire.http_v1.binding import ResponseBinding
 from wire.http_v1.capabilities import Capabilities
 from wire.http_v1.errors import ErrorResponse
+from wire.http_v1.live import LiveWaitAnswer
 from wire.scalars import format_seq
 
 
@@ -57,6 +59,17 @@ def post_result(server_instance_id: str, result: PostResult) -> dict[str, Any]:
             for ack in result.acks
         ],
     }
+
+
+def live_answer(server_instance_id: str, head: LiveHead, woken: bool) -> dict[str, Any]:
+    """The live wait's answer, checked by :class:`wire.http_v1.live.LiveWaitAnswer`."""
+    binding = ResponseBinding(
+        server_instance_id,
+        head.binding.team_id,
+        head.binding.team_name,
+        head.binding.min_available_seq,
+    )
+    return LiveWaitAnswer(binding, head.current_seq, head.read_revision, woken).to_obj()
 
 
 def message_page(server_instance_id: str, page: MessagePage) -> dict[str, Any]:
