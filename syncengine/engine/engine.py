@@ -352,7 +352,7 @@ class Engine:
             interrupt=self._interrupt,
         )
 
-    def live_client(self, wait: float) -> RelayClient:
+    def live_client(self, wait: float, margin: float | None = None) -> RelayClient:
         """A client of its own for the live wait's thread (specs/live.md
         §6): its per-attempt deadline and read timeout are the wait plus
         :data:`~syncengine.engine.live.WAIT_MARGIN`, so a relay that holds
@@ -365,7 +365,7 @@ class Engine:
         from syncengine.http.client import ClientConfig, RelayClient
 
         base = self._client_config if self._client_config is not None else ClientConfig()
-        bound = wait + WAIT_MARGIN
+        bound = wait + (WAIT_MARGIN if margin is None else margin)
         config = dataclasses.replace(
             base,
             timeout=httpx.Timeout(connect=10.0, read=bound, write=10.0, pool=10.0),

@@ -18,7 +18,11 @@ n-th match:
   ``rewrite`` returns the bytes sent instead (a lying relay);
 * ``raw`` — the request reaches the relay and ``raw`` writes whatever it
   likes to the client's socket (slow drips, truncations, garbage), after
-  which the connection is closed.
+  which the connection is closed;
+* ``forge`` — the relay never sees the request: ``forge`` gets the client's
+  socket and the request's bytes and answers as it likes (an answer made up
+  at once, one held open silently, a drip), after which the connection is
+  closed.
 
 A fault fires on the ``nth`` match, or on every match when ``every``.
 
@@ -57,6 +61,7 @@ class Fault:
     delay: float = 0.0
     rewrite: Callable[[Response], bytes] | None = None
     raw: Callable[[socket.socket, Response], None] | None = None
+    forge: Callable[[socket.socket, bytes], None] | None = None
     fired: int = 0
 
 
@@ -157,6 +162,10 @@ class FaultProxy:
                 if fault is not None and fault.action == "answer":
                     client.sendall(_synthetic(fault))
                     continue
+                if fault is not None and fault.action == "forge":
+                    assert fault.forge is not None
+                    fault.forge(client, request)
+                    return
                 if upstream is None:
                     upstream = socket.create_connection(("127.0.0.1", self.upstream_port), 30)
                     upstream_reader = upstream.makefile("rb")
