@@ -5,7 +5,8 @@ Subcommands (each takes ``--database URL|PATH`` and ``--json``):
 * ``init``                      create the database and its immutable server_instance_id
 * ``migrate``                   bring an existing database to this release's schema
 * ``serve``                     run HTTP API v1 (127.0.0.1 by default; ``/metrics``,
-                                JSON or text access logs, TLS, graceful SIGTERM)
+                                JSON or text access logs, TLS, graceful SIGTERM) and
+                                the live wait extension (``--no-live``, ``--live-*``)
 * ``team apply DOC.json``       atomically replace a team's roster (creates the team)
 * ``token issue --team ID``     one pairing token, printed once to stdout
 * ``credential list|revoke``    device credentials (IDs only; secrets are never stored)
@@ -47,6 +48,7 @@ from relay.limits import (
     LIVE_MAX_WAIT_SECONDS,
     LIVE_MAX_WAITS,
     LIVE_MAX_WAITS_PER_CREDENTIAL,
+    LIVE_TICK_SECONDS,
     MAX_WAIT_SECONDS,
     PAIRING_TOKEN_TTL_SECONDS,
 )
@@ -130,6 +132,10 @@ def register(subparsers: Any) -> None:
         default=LIVE_MAX_WAIT_SECONDS,
         metavar="SECONDS",
         help="answer a live wait after at most this long (default %(default)s)",
+    )
+    # Tests lengthen it to prove a wake came from a notification, not the tick.
+    serve.add_argument(
+        "--live-tick-seconds", type=float, default=LIVE_TICK_SECONDS, help=argparse.SUPPRESS
     )
     serve.add_argument(
         "--live-max-waits",
@@ -332,6 +338,7 @@ def _serve(args: argparse.Namespace) -> int:
             max_wait_seconds=args.live_max_wait,
             max_waits=args.live_max_waits,
             max_waits_per_credential=args.live_max_waits_per_credential,
+            tick_seconds=max(args.live_tick_seconds, 0.05),
         ),
     )
     serve(store, options)

@@ -9,7 +9,7 @@ is the team ID alone: no sequence, member or message, so a listener learns
 which team to re-read and nothing it could not read itself.
 
 Each process keeps one dedicated autocommit connection (``application_name``
-:data:`APPLICATION_NAME`, outside the pool, so a busy pool never delays a
+:data:`APPLICATION_NAME` ``/`` its pid, outside the pool, so a busy pool never delays a
 wake and a wake never takes a request's connection) in a daemon thread that
 blocks in ``notifies``. When the connection is lost — the server restarted,
 a proxy dropped it, an operator terminated the backend — the thread
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 from typing import Any
 
@@ -77,7 +78,7 @@ class PgLiveFeed:
             self._url,
             autocommit=True,
             connect_timeout=_CONNECT_TIMEOUT_S,
-            application_name=APPLICATION_NAME,
+            application_name=f"{APPLICATION_NAME}/{os.getpid()}",
         )
         conn.execute(f"LISTEN {CHANNEL}")
         return conn
