@@ -8,21 +8,31 @@ hub counts it open, so "woken" really exercises the wake, not the first read.
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
+import apsw
+import httpx
+import psycopg
 import pytest
 from starlette.testclient import TestClient
 
+from relay.errors import OperatorError
 from relay.http.app import ProtocolHeaders, create_app
 from relay.http.live import LiveHub, LiveOptions
 from relay.logformat import ACCESS_ATTRIBUTE, ACCESS_LOGGER
 from relay.secrets import timestamp
+from relay.storage import location
+from relay.storage.pg_live import APPLICATION_NAME
 from tests.relay.backends import Backend
 from tests.relay.conftest import Device, Relay
 from tests.relay.helpers import FakeClock, batch, provision
+from tests.relay.live import Database, LiveRelay, running_relay
+from tests.relay.live import provision as live_provision
 from wire.http_v1.live import LIVE_HEADER, LIVE_HEADER_VALUE, LIVE_WAIT, LiveWaitAnswer
 
 #: The bound on anything the tests wait for; never reached when all is well.
@@ -371,3 +381,129 @@ def test_one_post_wakes_every_wait_of_its_team_with_one_head_read(backend: Backe
             post(relay, device)
             assert all(answer(f.result(timeout=BOUND_S)).woken for f in futures)
         assert hub(relay).refreshes <= 2  # one read of the head per burst, not per waiter
+
+
+# -- schema: read_revision arrives by migration -----------------------------------------------
+def _downgrade_to_version_1(backend: Backend) -> None:
+    """What a relay of the previous release left: no read_revision, schema version 1."""
+    backend.execute("ALTER TABLE teams DROP COLUMN read_revision")
+    backend.execute("UPDATE relay_meta SET value = '1' WHERE key = 'schema_version'")
+
+
+def test_an_existing_database_migrates_to_read_revision_and_keeps_its_data(
+    backend: Backend,
+) -> None:
+    team = None
+    for relay in _relay(backend, FAST):
+        team = provision(relay.store)
+        post(relay, relay.pair(team), 3)
+    assert team is not None
+    _downgrade_to_version_1(backend)
+    with pytest.raises(OperatorError, match="needs 2") as refused:
+        backend.open()
+    assert "syncengine relay migrate" in refused.value.remediation
+    assert location.migrate(backend.location) == (1, 2)
+    assert location.migrate(backend.location) == (2, 2)
+    for relay in _relay(backend, FAST):
+        device = relay.pair(team)
+        got = answer(wait(relay, device, after=3, seconds=0))
+        assert (got.current_seq, got.read_revision) == (3, 0)
+        read_sync(relay, device, team.members[0].member_id, 3)
+        assert answer(wait(relay, device, after=3, seconds=0)).read_revision == 1
+
+
+def test_a_migrated_sqlite_file_has_the_schema_of_a_new_one(tmp_path: Path) -> None:
+    fresh, old = tmp_path / "fresh.db", tmp_path / "old.db"
+    location.initialize(str(fresh))
+    location.initialize(str(old))
+    _downgrade_to_version_1(Backend("sqlite", str(old)))
+    location.migrate(str(old))
+
+    def schema(path: Path) -> list[Any]:
+        conn = apsw.Connection(str(path))
+        try:
+            return list(conn.execute("PRAGMA table_info(teams)"))
+        finally:
+            conn.close()
+
+    assert schema(old) == schema(fresh)
+
+
+# -- real relay processes ---------------------------------------------------------------------
+#: Longer than BOUND_S: a wake these tests see came from a notification, not the tick.
+NO_TICK = ("--no-access-log", "--metrics", "--live-tick-seconds", "600")
+
+
+def _metric(relay: LiveRelay, name: str) -> float | None:
+    for line in httpx.get(relay.base_url + "/metrics", timeout=10).text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def _live_wait(relay: LiveRelay, headers: dict[str, str], after: int, seconds: int) -> Any:
+    with httpx.Client(base_url=relay.base_url, timeout=BOUND_S + seconds) as client:
+        return client.get(
+            LIVE_WAIT,
+            params={"after": str(after), "read_after": "0", "wait": str(seconds)},
+            headers=headers,
+        )
+
+
+def _held_on(pool: ThreadPoolExecutor, relay: LiveRelay, headers: dict[str, str]) -> Future[Any]:
+    future = pool.submit(_live_wait, relay, headers, 0, 55)
+    until(lambda: _metric(relay, "syncengine_relay_live_waits_open") == 1.0 or future.done())
+    return future
+
+
+def _post_live(relay: LiveRelay, headers: dict[str, str]) -> None:
+    with relay.client() as client:
+        response = client.post("/v1/messages", json={"messages": batch(1)}, headers=headers)
+    assert response.status_code == 200, response.text
+
+
+def test_a_wait_on_one_process_is_woken_by_a_post_on_another(
+    postgres_backend: Backend, tmp_path: Path, pool: ThreadPoolExecutor
+) -> None:
+    url = postgres_backend.location
+    with running_relay(url, *NO_TICK) as a, running_relay(url, *NO_TICK) as b:
+        team = live_provision(url, tmp_path)
+        future = _held_on(pool, a, a.pair(team["team_id"]))
+        _post_live(b, b.pair(team["team_id"]))
+        got = answer(future.result(timeout=BOUND_S))
+        assert (got.current_seq, got.woken) == (1, True)
+
+
+def test_a_wait_survives_its_listener_connection_being_killed(
+    postgres_backend: Backend, tmp_path: Path, pool: ThreadPoolExecutor
+) -> None:
+    """The listener re-listens and re-reads every waited team: the wake is late, not lost."""
+    url = postgres_backend.location
+    with running_relay(url, *NO_TICK) as a, running_relay(url, *NO_TICK) as b:
+        team = live_provision(url, tmp_path)
+        future = _held_on(pool, a, a.pair(team["team_id"]))
+        with psycopg.connect(url, autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s",
+                (f"{APPLICATION_NAME}/{a.process.pid}",),
+            ).fetchall()
+        assert killed == [(True,)]
+        _post_live(b, b.pair(team["team_id"]))  # most likely while A is not listening
+        got = answer(future.result(timeout=BOUND_S))
+        assert (got.current_seq, got.woken) == (1, True)
+        until(lambda: (_metric(a, "syncengine_relay_live_listener_reconnects_total") or 0) >= 1)
+
+
+def test_sigterm_answers_open_waits_at_once_and_exits_0(
+    backend: Backend, tmp_path: Path, pool: ThreadPoolExecutor
+) -> None:
+    """A drain is not held up by long polls: the wait answers 200, not a cut connection."""
+    db: Database = backend.location if backend.is_postgres else tmp_path / "relay.db"
+    with running_relay(db, *NO_TICK, "--shutdown-timeout", "30") as live:
+        team = live_provision(live.db, tmp_path)
+        future = _held_on(pool, live, live.pair(team["team_id"]))
+        live.process.send_signal(signal.SIGTERM)
+        got = answer(future.result(timeout=BOUND_S))
+        assert (got.current_seq, got.woken) == (0, False)
+        assert live.process.wait(timeout=BOUND_S) == 0
