@@ -48,6 +48,7 @@ BENCHES: list[tuple[str, str, float] | tuple[str, str, float, tuple[str, ...]]] 
     ("read_state", "bench_read_state.py", 90.0),
     ("driver", "bench_driver.py", 90.0),
     ("guard", "bench_guard.py", 45.0),
+    ("live", "bench_live.py", 240.0),
 ]
 
 
