@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from types import FrameType
 
     from syncengine.store import MessageSent, Store
+    from syncengine.store.changes import StoreBell
 
 __all__ = ["POLL_INTERVAL", "register", "wait_for_unread"]
 
@@ -108,7 +109,7 @@ def wait_for_unread(
     agent: str,
     timeout: float,
     *,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     on_idle: Callable[[], None] | None = None,
 ) -> MessageSent | None:
@@ -120,6 +121,47 @@ def wait_for_unread(
     """
     store.require_reader(team, agent)
     deadline = clock() + timeout if timeout else math.inf
+    bells: list[StoreBell] = []
+    if sleep is not None:
+        given = sleep
+
+        def nap(remaining: float) -> None:
+            given(min(POLL_INTERVAL, remaining))
+
+    else:
+        # Woken by the kernel when another process writes the store (every
+        # POLL_INTERVAL where it cannot watch): idle costs nothing, and a
+        # pulled message is seen at once (specs/live.md §7). Made at the
+        # first nap — a message found at once never pays for it — and that
+        # nap returns at once, so a write before the watch began is still
+        # caught by the change counter.
+        def nap(remaining: float) -> None:
+            if not bells:
+                from syncengine.store.changes import StoreBell
+
+                bells.append(StoreBell(store.path))
+                return
+            bell = bells[0]
+            limit = 3600.0 if not math.isfinite(remaining) else remaining
+            bell.bell.wait(limit if bell.watching else min(limit, POLL_INTERVAL))
+            bell.bell.clear()
+
+    try:
+        return _wait_loop(store, team, agent, deadline, nap, clock, on_idle)
+    finally:
+        for bell in bells:
+            bell.close()
+
+
+def _wait_loop(
+    store: Store,
+    team: str,
+    agent: str,
+    deadline: float,
+    nap: Callable[[float], None],
+    clock: Callable[[], float],
+    on_idle: Callable[[], None] | None,
+) -> MessageSent | None:
     version = store.data_version()
     while True:
         found = store.list_unread(team, agent, 1)
@@ -132,7 +174,7 @@ def wait_for_unread(
             remaining = deadline - clock()
             if remaining <= 0:
                 return None
-            sleep(min(POLL_INTERVAL, remaining))
+            nap(remaining)
             current = store.data_version()
             if current != version:
                 version = current

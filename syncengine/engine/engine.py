@@ -355,17 +355,17 @@ class Engine:
     def live_client(self, wait: float, margin: float | None = None) -> RelayClient:
         """A client of its own for the live wait's thread (specs/live.md
         §6): its per-attempt deadline and read timeout are the wait plus
-        :data:`~syncengine.engine.live.WAIT_MARGIN`, so a relay that holds
+        :data:`~syncengine.engine.limits.LIVE_WAIT_MARGIN`, so a relay that holds
         the wait open silently or drips it byte by byte is abandoned."""
         import dataclasses
 
         import httpx
 
-        from syncengine.engine.live import WAIT_MARGIN
+        from syncengine.engine.limits import LIVE_WAIT_MARGIN
         from syncengine.http.client import ClientConfig, RelayClient
 
         base = self._client_config if self._client_config is not None else ClientConfig()
-        bound = wait + (WAIT_MARGIN if margin is None else margin)
+        bound = wait + (LIVE_WAIT_MARGIN if margin is None else margin)
         config = dataclasses.replace(
             base,
             timeout=httpx.Timeout(connect=10.0, read=bound, write=10.0, pool=10.0),

@@ -17,6 +17,7 @@ __all__ = [
     "CATCH_UP_PUSH_LIMIT",
     "DEFAULT_COMMAND_DEADLINE",
     "DEFAULT_INTERVAL",
+    "LIVE_WAIT_MARGIN",
     "MAX_COMMAND_DEADLINE",
     "MAX_LOCAL_SECURITY_HISTORY",
     "MIN_INTERVAL",
@@ -44,6 +45,10 @@ MAX_LOCAL_SECURITY_HISTORY = 4096
 #: Seconds between successful cycles of ``run`` (upstream default 5, minimum 0.2).
 DEFAULT_INTERVAL = 5.0
 MIN_INTERVAL = 0.2
+#: Seconds the client allows a live wait beyond the time it asked for before
+#: it abandons the attempt (a relay holding the wait open silently, or
+#: dripping it; specs/live.md §5).
+LIVE_WAIT_MARGIN = 15.0
 #: No wait of the run loop may exceed a day.
 MAX_WAIT = 86400.0
 #: Seconds a one-shot push/pull/sync/resync may take in all: long enough for a

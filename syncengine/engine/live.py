@@ -24,9 +24,10 @@ meets a spacing between relay-woken cycles that doubles from
 and the watch thread itself never asks again sooner than
 :data:`ANSWER_SPACING` after a fruitless answer. One that holds the wait
 open silently, or drips bytes, meets the client's per-attempt deadline
-(the wait plus :data:`WAIT_MARGIN`). Any failure of the wait — a relay
-without the extension, an error, a timeout — falls back to polling at the
-ordinary interval, and the watch retries with backoff.
+(the wait plus :data:`~syncengine.engine.limits.LIVE_WAIT_MARGIN`). Any
+failure of the wait — a relay without the extension, an error, a timeout —
+falls back to polling at the ordinary interval, and the watch retries with
+backoff.
 """
 
 from __future__ import annotations
@@ -43,12 +44,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from syncengine.engine.errors import StopRequested
 
 if TYPE_CHECKING:
-    from syncengine.engine.runloop import StopSignal
     from syncengine.http.client import RelayClient
     from syncengine.store import Store
 
@@ -56,7 +56,6 @@ __all__ = [
     "ANSWER_SPACING",
     "LIVE_INTERVAL",
     "LOCAL_TICK",
-    "WAIT_MARGIN",
     "WAKE_SPACING",
     "Delivery",
     "DeliveryState",
@@ -70,14 +69,26 @@ __all__ = [
 
 _log = logging.getLogger("syncengine.engine")
 
+
+class StopSignal(Protocol):
+    """The run loop's stop signal as this module uses it
+    (:class:`syncengine.engine.runloop.StopSignal`, which imports this one)."""
+
+    @property
+    def is_set(self) -> bool: ...
+
+    def wait(self, seconds: float) -> bool: ...
+
+    def check(self) -> None: ...
+
+    def interruptible_sleep(self, seconds: float) -> None: ...
+
+
 #: Seconds between two reads of the store's change counter while waiting.
 LOCAL_TICK = 0.05
 #: The safety-net interval of a run whose relay offers the live wait: a lost
 #: wake costs at most this long, never a message.
 LIVE_INTERVAL = 60.0
-#: Seconds the client allows a live wait beyond the time it asked for,
-#: before it abandons the attempt (a relay holding it open silently).
-WAIT_MARGIN = 15.0
 #: The first spacing between relay-woken cycles that brought nothing new.
 WAKE_SPACING = 0.25
 #: The watch waits at least this long before asking again after an answer
@@ -142,6 +153,7 @@ class LocalChanges:
 
     def __init__(self, store: Store, team: str) -> None:
         self._store = store
+        self.path = store.path
         self._team = team
         self._base: tuple[Any, ...] | None = None
         self._version = -1
@@ -186,8 +198,8 @@ class RelayWatch(threading.Thread):
 
     ``open_client(wait)`` makes the relay client this thread owns (its own
     connection pool; its per-attempt deadline is ``wait`` plus
-    :data:`WAIT_MARGIN`). The run loop tells it what the store holds after
-    every cycle (:meth:`known`); it raises :attr:`news` when the relay
+    :data:`~syncengine.engine.limits.LIVE_WAIT_MARGIN`). The run loop tells
+    it what the store holds after every cycle (:meth:`known`); it raises :attr:`news` when the relay
     announces more, and reports every change of delivery mode to
     ``on_state``."""
 
@@ -211,6 +223,8 @@ class RelayWatch(threading.Thread):
         self._read_revision = 0
         self._cycled = threading.Event()
         self.news = threading.Event()
+        #: Rung with every news, so a waiter blocked on it wakes at once.
+        self.bell: threading.Event | None = None
         self.state: DeliveryState | None = None
 
     def known(self, head: int) -> None:
@@ -275,6 +289,8 @@ class RelayWatch(threading.Thread):
                         self._read_revision = max(self._read_revision, answer.read_revision)
                     self._cycled.clear()
                     self.news.set()
+                    if self.bell is not None:
+                        self.bell.set()
                     # Ask again once the loop has cycled on it (or after the
                     # wait's own length, should the loop be busy elsewhere).
                     self._cycled.wait(self._wait_seconds)
@@ -296,7 +312,14 @@ class RelayWatch(threading.Thread):
 class Waker:
     """What the run loop waits on between cycles: the stop signal, the
     interval, local changes and the relay watch, with the spacing rules of
-    the module docstring."""
+    the module docstring.
+
+    It blocks on one bell, rung by the stop signal, by the relay watch's
+    news and by :class:`~syncengine.store.changes.StoreBell` when another
+    process writes the store — so an idle run wakes only when something
+    happens (where the kernel cannot watch the store, the bell is polled
+    every :data:`~syncengine.store.changes.FALLBACK_TICK`). ``block`` and
+    ``watch_store`` exist for tests on a fake clock."""
 
     def __init__(
         self,
@@ -306,15 +329,27 @@ class Waker:
         make_watch: Callable[[], RelayWatch] | None = None,
         on_state: Callable[[DeliveryState], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
-        tick: float = LOCAL_TICK,
+        block: Callable[[float], bool] | None = None,
+        watch_store: bool = True,
     ) -> None:
+        from syncengine.store.changes import FALLBACK_TICK, StoreBell
+
         self.stop = stop
         self.local = local
         self.watch: RelayWatch | None = None
         self._make_watch = make_watch
         self._on_state = on_state
         self._clock = clock
-        self._tick = tick
+        self.bell = threading.Event()
+        ring = getattr(stop, "ring", None)
+        if ring is not None:
+            ring(self.bell)
+        self._block = block if block is not None else self.bell.wait
+        self._store_bell: StoreBell | None = None
+        self._tick: float | None = FALLBACK_TICK if local is not None else None
+        if local is not None and watch_store:
+            self._store_bell = StoreBell(local.path, self.bell)
+            self._tick = self._store_bell.tick
         self._spacing = 0.0
         self._last_relay_wake = -1e18
         self._polling_said = False
@@ -333,6 +368,7 @@ class Waker:
             return
         if offered and self._make_watch is not None:
             self.watch = self._make_watch()
+            self.watch.bell = self.bell
             self.watch.start()
         elif not self._polling_said and self._on_state is not None:
             self._polling_said = True
@@ -344,9 +380,11 @@ class Waker:
             self._on_state(DeliveryState(Delivery.POLLING, reason, _now()))
 
     def close(self) -> None:
-        """Stop waiting for the watch thread (it ends with the stop signal)."""
+        """Stop the store watch, and wait briefly for the relay watch (the
+        stop signal unwinds its request within a read slice)."""
+        if self._store_bell is not None:
+            self._store_bell.close()
         if self.watch is not None and self.watch.is_alive():
-            # The stop signal unwinds its request within a read slice.
             self.watch.join(timeout=2.0)
 
     def before_cycle(self) -> None:
@@ -381,20 +419,19 @@ class Waker:
                     self._last_relay_wake = now
                     return self._ended("relay")
                 return self._ended("interval")
-            step = min(self._tick, remaining)
+            timeout = remaining
             if news is not None and news.is_set():
                 ready_at = self._last_relay_wake + self._spacing
                 if now >= ready_at:
                     news.clear()
                     self._last_relay_wake = now
                     return self._ended("relay")
-                step = min(step, max(0.0, ready_at - now))
-                self.stop.wait(step)
-            elif news is not None:
-                news.wait(step)
-            else:
-                self.stop.wait(step)
-            if self.local is not None and self.local.poll():
+                timeout = min(timeout, ready_at - now)
+            if self._tick is not None:
+                timeout = min(timeout, self._tick)
+            rang = self._block(max(0.0, timeout))
+            self.bell.clear()  # before the check: a later write rings again
+            if (rang or self._tick is not None) and self.local is not None and self.local.poll():
                 return self._ended("local")
 
     def _ended(self, reason: str) -> str:
@@ -422,7 +459,7 @@ class WaitPuller(threading.Thread):
         self._halt = stop
 
     def run(self) -> None:
-        from syncengine.engine import Engine
+        from syncengine.engine.engine import Engine
         from syncengine.engine.errors import EngineError
 
         try:
@@ -456,10 +493,22 @@ class WaitPuller(threading.Thread):
         failures = 0
         client: RelayClient | None = None
         read_after = 0
+        spacing = 0.0
+        announced: int | None = None
+        learned_read = False
         try:
             while not self._halt.is_set:
                 try:
                     self._pull(engine)
+                    if announced is not None and engine.transport_cursor() < announced:
+                        # The relay announced a head the pull did not reach:
+                        # the next pull waits longer (a lie cannot make us spin).
+                        spacing = min(DEFAULT_INTERVAL, max(WAKE_SPACING, spacing * 2))
+                        if self._halt.wait(spacing):
+                            return
+                    else:
+                        spacing = 0.0
+                    announced = None
                     if not engine.client.live_offered:
                         if self._halt.wait(DEFAULT_INTERVAL):
                             return
@@ -471,9 +520,18 @@ class WaitPuller(threading.Thread):
                         started = time.monotonic()
                         query = LiveWaitQuery(after, read_after, DEFAULT_WAIT_SECONDS)
                         answer = client.live_wait(query)
-                        read_after = max(read_after, answer.read_revision)
                         if answer.current_seq > after:
+                            read_after = max(read_after, answer.read_revision)
+                            announced = answer.current_seq
                             break  # pull now
+                        if answer.read_revision > read_after and not learned_read:
+                            # The first answer teaches the team's read revision
+                            # (a wait only cares for messages): ask again at once,
+                            # once per wait — a relay raising it for ever meets
+                            # the answer spacing.
+                            read_after, learned_read = answer.read_revision, True
+                            continue
+                        read_after = max(read_after, answer.read_revision)
                         if time.monotonic() - started < ANSWER_SPACING and self._halt.wait(
                             ANSWER_SPACING
                         ):

@@ -55,9 +55,18 @@ class StopSignal:
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._bells: list[threading.Event] = []
 
     def set(self) -> None:
         self._event.set()
+        for bell in self._bells:
+            bell.set()
+
+    def ring(self, bell: threading.Event) -> None:
+        """Also set ``bell`` when stopped (a waiter blocked on it wakes)."""
+        self._bells.append(bell)
+        if self.is_set:
+            bell.set()
 
     @property
     def is_set(self) -> bool:

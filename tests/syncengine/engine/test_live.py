@@ -81,7 +81,9 @@ def test_a_send_by_another_process_ends_the_wait_as_a_local_change(
     store: Store, tmp_path: Path
 ) -> None:
     clock = FakeTime()
-    waker = Waker(clock, LocalChanges(store, "crew"), clock=clock)  # type: ignore[arg-type]
+    waker = Waker(
+        clock, LocalChanges(store, "crew"), clock=clock, block=clock.wait, watch_store=False
+    )  # type: ignore[arg-type]
     waker.before_cycle()
     with Store(store.path) as other:
         other.send("crew", "bob", "alice", "from another process")
@@ -109,7 +111,9 @@ def test_the_engines_own_imports_are_not_a_local_change(store: Store) -> None:
 
 def test_with_nothing_happening_the_wait_lasts_the_interval(store: Store) -> None:
     clock = FakeTime()
-    waker = Waker(clock, LocalChanges(store, "crew"), clock=clock)  # type: ignore[arg-type]
+    waker = Waker(
+        clock, LocalChanges(store, "crew"), clock=clock, block=clock.wait, watch_store=False
+    )  # type: ignore[arg-type]
     waker.before_cycle()
     assert waker.wait(5.0) == "interval"
     assert clock.now >= 5.0
@@ -118,13 +122,15 @@ def test_with_nothing_happening_the_wait_lasts_the_interval(store: Store) -> Non
 def test_a_stop_ends_the_wait(store: Store) -> None:
     clock = FakeTime()
     clock.set()
-    waker = Waker(clock, LocalChanges(store, "crew"), clock=clock)  # type: ignore[arg-type]
+    waker = Waker(
+        clock, LocalChanges(store, "crew"), clock=clock, block=clock.wait, watch_store=False
+    )  # type: ignore[arg-type]
     assert waker.wait(60) == "stop"
 
 
 def test_relay_news_ends_the_wait_at_once(store: Store) -> None:
     clock = FakeTime()
-    waker = Waker(clock, None, clock=clock)  # type: ignore[arg-type]
+    waker = Waker(clock, None, clock=clock, block=clock.wait)  # type: ignore[arg-type]
     waker.watch = AlwaysNews()  # type: ignore[assignment]
     assert waker.wait(60) == "relay"
     assert clock.now == 0.0
@@ -134,7 +140,7 @@ def test_a_relay_announcing_heads_that_never_come_is_woken_for_at_doubling_spaci
     """Each relay-woken cycle that brings nothing doubles the spacing before
     the next, up to the interval: a lying relay costs a few cycles a minute."""
     clock = FakeTime()
-    waker = Waker(clock, None, clock=clock)  # type: ignore[arg-type]
+    waker = Waker(clock, None, clock=clock, block=clock.wait)  # type: ignore[arg-type]
     waker.watch = AlwaysNews()  # type: ignore[assignment]
     interval = 60.0
     wakes = []
@@ -151,7 +157,7 @@ def test_a_relay_announcing_heads_that_never_come_is_woken_for_at_doubling_spaci
 
 def test_a_relay_wake_that_brought_messages_keeps_the_next_one_immediate() -> None:
     clock = FakeTime()
-    waker = Waker(clock, None, clock=clock)  # type: ignore[arg-type]
+    waker = Waker(clock, None, clock=clock, block=clock.wait)  # type: ignore[arg-type]
     waker.watch = AlwaysNews()  # type: ignore[assignment]
     for head in range(1, 6):
         assert waker.wait(60) == "relay"
