@@ -94,6 +94,11 @@ class FakeRelay:
     read_frontiers: dict[str, int] = field(default_factory=dict)
     read_exact: dict[str, set[str]] = field(default_factory=dict)
     read_requests: list[ReadStateRequest] = field(default_factory=list)
+    #: The live wait (specs/live.md): offered, and how far past the true
+    #: head its answers lie (0: honest). It answers at once (no waiting here).
+    live: bool = True
+    live_lie: int = 0
+    read_revision: int = 0
 
     # -- test controls -----------------------------------------------------------
 
@@ -204,7 +209,10 @@ class FakeRelay:
                 }
             )
         if path == "/v1/capabilities":
-            return reply(self.capabilities().to_obj())
+            headers = {"Syncengine-Live": "wait-v1"} if self.live else None
+            return reply(self.capabilities().to_obj(), headers=headers)
+        if path == "/x-syncengine/live/v1/wait" and self.live:
+            return self.live_wait(request)
         if path == "/v1/members":
             members = tuple(Member(mid, name) for mid, name in sorted(self.roster))
             return reply(MembersDocument(self.binding(), len(self.roster), members).to_obj())
@@ -215,6 +223,15 @@ class FakeRelay:
         if path == "/v1/messages":
             return self.get(request)
         return self.error(404, "team-not-found")
+
+    def live_wait(self, request: httpx.Request) -> httpx.Response:
+        from wire.http_v1.live import LiveWaitAnswer, LiveWaitQuery
+
+        query = LiveWaitQuery.from_params(dict(request.url.params))
+        head = self.current_seq + self.live_lie
+        woken = head > query.after or self.read_revision > query.read_after
+        answer = LiveWaitAnswer(self.binding(), head, self.read_revision, woken)
+        return reply(answer.to_obj())
 
     def post(self, request: httpx.Request) -> httpx.Response:
         if len(request.content) > self.max_request_bytes:

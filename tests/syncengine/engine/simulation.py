@@ -4,9 +4,11 @@ Each seed drives three stores (one ``Engine`` each) connected to the same
 :class:`FakeRelay` team (alice, bob, carol) through a random sequence of
 actions — sends, push/pull/sync, reads, lost responses and proxy pages,
 retention (inside and beyond what every machine pulled, the latter followed
-by the operator's resync), a lying relay that re-serves a held message at the
-next sequence, and crashes (an Engine closed and reopened, sometimes in the
-middle of an operation right after the relay acted). After every step the
+by the operator's resync), the live wait answering honestly or announcing
+heads that never come (the machine pulls as its run loop would), a lying
+relay that re-serves a held message at the next sequence, and crashes (an
+Engine closed and reopened, sometimes in the middle of an operation right
+after the relay acted). After every step the
 invariants are checked; a quiescent phase at the end checks convergence.
 
 Everything is decided by ``random.Random(seed)``, so a failing seed and its
@@ -58,6 +60,7 @@ ACTIONS: dict[str, int] = {
     "lying_relay": 4,
     "crash": 4,
     "crash_mid_op": 3,
+    "live": 8,
 }
 
 #: Where a fault may be armed, and the operation that then runs into it.
@@ -258,6 +261,31 @@ class Simulation:
     def act_op(self, op: str) -> str:
         index = self.rng.randrange(MACHINES)
         return f"m{index} {op}: {self.operate(index, op)}"
+
+    def act_live(self) -> str:
+        """A machine's live wait answers (honestly, or announcing a head that
+        never comes) and the machine pulls as its run loop would: a wake is
+        only a hint, so every invariant holds either way (specs/live.md §5)."""
+        from wire.http_v1.live import LiveWaitQuery
+
+        index = self.rng.randrange(MACHINES)
+        engine = self.engines[index]
+        lie = self.rng.choice((0, 0, 0, 1, 7, 1000))
+        self.relay.live_lie = lie
+        client = engine.live_client(0.0, 5.0)
+        try:
+            after = self.cursor(index)
+            answer = client.live_wait(LiveWaitQuery(after, 0, 0))
+        except TransientFailure as exc:
+            return f"m{index} live: transient:{exc.code}"
+        finally:
+            client.close()
+            self.relay.live_lie = 0
+        if answer.current_seq <= after:
+            return f"m{index} live: nothing new (lie {lie})"
+        return f"m{index} live: woken at {answer.current_seq} (lie {lie}), pull: " + self.operate(
+            index, "pull"
+        )
 
     def act_mark_read(self) -> str:
         index = self.rng.randrange(MACHINES)
@@ -471,6 +499,7 @@ class Simulation:
             "lying_relay": self.act_lying_relay,
             "crash": lambda: self.act_crash(False),
             "crash_mid_op": lambda: self.act_crash(True),
+            "live": self.act_live,
         }
         return handlers[action]()
 
