@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -78,15 +79,25 @@ def pair(database: str, tmp_path: Path) -> Iterator[tuple[LiveRelay, LiveRelay, 
         yield one, two, str(team["team_id"])
 
 
-def test_a_send_on_one_relay_process_wakes_the_machine_on_the_other(
-    pair: tuple[LiveRelay, LiveRelay, str], tmp_path: Path
-) -> None:
+@contextmanager
+def both_live(
+    pair: tuple[LiveRelay, LiveRelay, str], tmp: Path
+) -> Iterator[tuple[Machine, Machine]]:
+    """Machine A on the first relay process, B on the second, each with
+    ``run --interval 60`` reporting live delivery."""
     one, two, team_id = pair
-    a = _machine(one, one.base_url, team_id, tmp_path, "a")
-    b = _machine(two, two.base_url, team_id, tmp_path, "b")
+    a = _machine(one, one.base_url, team_id, tmp, "a")
+    b = _machine(two, two.base_url, team_id, tmp, "b")
     with running(a, "--interval", "60") as ra, running(b, "--interval", "60") as rb:
         delivery(ra, "live")
         delivery(rb, "live")
+        yield a, b
+
+
+def test_a_send_on_one_relay_process_wakes_the_machine_on_the_other(
+    pair: tuple[LiveRelay, LiveRelay, str], tmp_path: Path
+) -> None:
+    with both_live(pair, tmp_path) as (a, b):
         for round_ in range(3):
             _send(a, f"round {round_}")
             assert _until(lambda r=round_: f"round {r}" in _bodies(b)), round_  # type: ignore[misc]
@@ -96,12 +107,8 @@ def test_a_send_on_one_relay_process_wakes_the_machine_on_the_other(
 def test_a_killed_listen_connection_mid_wait_still_ends_with_the_message_delivered_once(
     pair: tuple[LiveRelay, LiveRelay, str], tmp_path: Path, database: str
 ) -> None:
-    one, two, team_id = pair
-    a = _machine(one, one.base_url, team_id, tmp_path, "a")
-    b = _machine(two, two.base_url, team_id, tmp_path, "b")
-    with running(a, "--interval", "60") as ra, running(b, "--interval", "60") as rb:
-        delivery(ra, "live")
-        delivery(rb, "live")
+    two = pair[1]
+    with both_live(pair, tmp_path) as (a, b):
         with psycopg.connect(database, autocommit=True) as admin:
             killed = admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
