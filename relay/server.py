@@ -28,6 +28,7 @@ passphrase would have to come from argv or the environment.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
 import signal
@@ -89,16 +90,56 @@ _BACKLOG = 2048
 
 
 def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket, or an :class:`OperatorError` naming the address
+    and the cause in one line (``relay serve`` exits 2, never a traceback)."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # Accepted sockets inherit TCP_NODELAY; without it the separate header and
-    # body writes of a response wait on the peer's delayed ACK (~40 ms).
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host, port))
-    # Listen before the ``listening`` line: a client that reads it and connects
-    # at once is queued in the backlog rather than refused while uvicorn starts.
-    sock.listen(_BACKLOG)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted sockets inherit TCP_NODELAY; without it the separate header and
+        # body writes of a response wait on the peer's delayed ACK (~40 ms).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+        # Listen before the ``listening`` line: a client that reads it and connects
+        # at once is queued in the backlog rather than refused while uvicorn starts.
+        sock.listen(_BACKLOG)
+    except (OSError, OverflowError) as exc:
+        sock.close()
+        raise _bind_error(host, port, exc) from None
     return sock
+
+
+def _bind_error(host: str, port: int, exc: OSError | OverflowError) -> OperatorError:
+    """Why ``host``:``port`` cannot be listened on, and what to do instead."""
+    where = f"cannot listen on {_address(host, port)}"
+    if isinstance(exc, OverflowError):
+        return OperatorError(f"{where}: the port must be 0-65535", "pass --port 0-65535")
+    if isinstance(exc, socket.gaierror):
+        return OperatorError(
+            f"{where}: the host name does not resolve ({exc.strerror})",
+            "pass an address of this machine as --host (127.0.0.1, ::1, or 0.0.0.0 for all)",
+        )
+    if exc.errno == errno.EADDRINUSE:
+        return OperatorError(
+            f"{where}: the address is already in use",
+            "stop the process listening there, or pick another --port (0 picks a free one)",
+        )
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return OperatorError(
+            f"{where}: {host} is not an address of this machine",
+            "pass an address of this machine as --host (127.0.0.1, ::1, or 0.0.0.0 for all)",
+        )
+    if exc.errno == errno.EACCES:
+        return OperatorError(
+            f"{where}: permission denied",
+            "ports below 1024 need privileges: pick a port from 1024 up, or grant "
+            "CAP_NET_BIND_SERVICE",
+        )
+    cause = exc.strerror or type(exc).__name__
+    return OperatorError(f"{where}: {cause}", "check --host and --port")
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _tls_files(options: ServeOptions) -> tuple[str | None, str | None]:
