@@ -34,6 +34,7 @@ import functools
 import ipaddress
 import logging
 import math
+import os
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -90,14 +91,17 @@ if TYPE_CHECKING:
     from wire.http_v1.pairing import PairingResponse, RevokeResponse
 
 __all__ = [
+    "DEFAULT_REQUEST_DEADLINE",
     "DEFAULT_TIMEOUT",
     "PAGE_BASE_BYTES",
     "PAGE_MESSAGE_BYTES",
+    "REQUEST_TIMEOUT_ENV",
     "ClientConfig",
     "EncodedBatch",
     "RelayBinding",
     "RelayClient",
     "check_endpoint",
+    "default_request_deadline",
     "page_response_bound",
 ]
 
@@ -107,6 +111,14 @@ _log = logging.getLogger("syncengine.http")
 
 #: Explicit per-phase timeouts (seconds); upstream's engine used 15 s per request.
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=30.0, write=30.0, pool=10.0)
+#: Seconds one HTTP request (one attempt, first byte sent to last byte read)
+#: may take in total unless ``$SYNCENGINE_REQUEST_TIMEOUT`` says otherwise: a
+#: relay dripping its answer cannot hold a scheduled ``sync`` past it (#33).
+DEFAULT_REQUEST_DEADLINE = 60.0
+#: The longest request bound accepted (the variable or ``request_deadline``).
+MAX_REQUEST_DEADLINE = 3600.0
+#: Names the request bound for every client this process builds.
+REQUEST_TIMEOUT_ENV = "SYNCENGINE_REQUEST_TIMEOUT"
 #: A live wait's answer is a few hundred bytes; nothing more is read.
 _LIVE_ANSWER_BYTES = 16 * 1024
 
@@ -135,6 +147,25 @@ class RelayBinding:
             raise e.ClientUsageError(f"invalid binding: {exc}") from None
 
 
+def default_request_deadline(env: Mapping[str, str] | None = None) -> float:
+    """``$SYNCENGINE_REQUEST_TIMEOUT`` (seconds, in (0, 3600]) when set, else
+    :data:`DEFAULT_REQUEST_DEADLINE`; a value that is not such a number is a
+    usage error naming the variable, never silently replaced."""
+    raw = (os.environ if env is None else env).get(REQUEST_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_REQUEST_DEADLINE
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or not 0 < seconds <= MAX_REQUEST_DEADLINE:
+        raise e.ClientUsageError(
+            f"{REQUEST_TIMEOUT_ENV} must be a number of seconds in "
+            f"(0, {MAX_REQUEST_DEADLINE:g}], not {raw[:40]!r}"
+        )
+    return seconds
+
+
 @dataclass(frozen=True, slots=True)
 class ClientConfig:
     """Every knob of the client in one place (STYLE: limits live together).
@@ -159,8 +190,9 @@ class ClientConfig:
     max_connections: int = 4
     #: Seconds one attempt may take from sending the request to the last
     #: body byte, however the relay paces it (a per-read timeout alone lets a
-    #: relay dripping one byte a second hold a command for ever).
-    request_deadline: float = 120.0
+    #: relay dripping one byte a second hold a command for ever). Default
+    #: :data:`DEFAULT_REQUEST_DEADLINE`, or ``$SYNCENGINE_REQUEST_TIMEOUT``.
+    request_deadline: float = field(default_factory=default_request_deadline)
 
     def __post_init__(self) -> None:
         try:
@@ -174,8 +206,11 @@ class ClientConfig:
             self.verify.verify_mode != ssl.CERT_REQUIRED or not self.verify.check_hostname
         ):
             raise e.ClientUsageError("TLS verification cannot be disabled")
-        if not math.isfinite(self.request_deadline) or not 0 < self.request_deadline <= 3600:
-            raise e.ClientUsageError("request_deadline must be a number of seconds in (0, 3600]")
+        deadline = self.request_deadline
+        if not math.isfinite(deadline) or not 0 < deadline <= MAX_REQUEST_DEADLINE:
+            raise e.ClientUsageError(
+                f"request_deadline must be a number of seconds in (0, {MAX_REQUEST_DEADLINE:g}]"
+            )
         timeouts = (self.timeout.connect, self.timeout.read, self.timeout.write, self.timeout.pool)
         if any(value is None for value in timeouts):
             raise e.ClientUsageError("connect, read, write and pool timeouts must all be set")
