@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -84,22 +85,72 @@ def test_a_relay_answering_every_page_slowly_cannot_hold_a_command_past_its_dead
     live: LiveRelay, tmp_path: Path
 ) -> None:
     """#14: a per-read timeout bounds no command; ``--deadline`` bounds the whole
-    ``pull``, which keeps every page it committed and exits 3 (try again)."""
+    ``pull``, which keeps every page it committed and exits 3 (try again).
+
+    #33: the verdict no longer races the machine's speed. The first page is
+    answered at once; every later page is withheld until the test ends (a
+    relay as slow as can be), so whatever start-up costs, the pull commits
+    exactly the pages before the withheld one and only its deadline ends it.
+    The deadline is generous (well past a loaded start-up) and shorter than
+    the request bound, so the command's deadline is what cuts the wait.
+    """
+    released = threading.Event()
+
+    def withhold(client: socket.socket, request: bytes) -> None:
+        released.wait(120)  # no status line, no header, until the test is over
+
     with fault_proxy(relay_port(live)) as proxy:
         team = LeanTeam(live, tmp_path)
         a = team.machine("a")
         a.send("alice", "bob", *(f"m{i}" for i in range(8)))
         a.sync()
         b = team.via(proxy.url).machine("b")
-        proxy.faults.append(Fault("GET /v1/messages", "delay", every=True, delay=0.5))
-        result = run_cli(b, "pull", "--limit", "1", "--deadline", "1.6", "--json")
+        proxy.faults.append(Fault("GET /v1/messages", "forge", nth=2, forge=withhold))
+        try:
+            result = run_cli(b, "pull", "--limit", "1", "--deadline", "10", "--json", timeout=120)
+        finally:
+            released.set()
         assert result.returncode == 3, result.stderr
         assert json.loads(result.stdout)["error"]["code"] == "deadline"
-        partial = b.bodies()
-        assert 1 <= len(partial) < 8  # the pages before the deadline were committed
+        assert len(proxy.requests("GET /v1/messages")) == 2  # the withheld page was not retried
+        assert b.bodies() == ["m0"]  # the page before the deadline was committed
         proxy.faults.clear()
         assert run_cli(b, "pull", "--json").returncode == 0
         assert exactly_once(b) == exactly_once(a)
+
+
+def test_a_relay_dripping_its_answer_cannot_hold_a_sync_past_the_request_timeout(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    """#33: a relay sending one byte at a time passes every per-read timeout;
+    ``$SYNCENGINE_REQUEST_TIMEOUT`` bounds each request as a whole, so a
+    ``sync`` with the default 900 s ``--deadline`` gives up after the retry
+    budget of a few such requests instead of dripping on until its deadline.
+    """
+    stopped = threading.Event()
+
+    def drip(client: socket.socket, request: bytes) -> None:
+        client.sendall(b"HTTP/1.1 200 OK\r\n")
+        while not stopped.wait(0.2):
+            client.sendall(b"X")  # an endless header line; OSError once the client left
+
+    with fault_proxy(relay_port(live)) as proxy:
+        team = LeanTeam(live, tmp_path, endpoint=proxy.url)
+        a = team.machine("a")
+        a.send("alice", "bob", "held")
+        proxy.faults.append(Fault(CAPABILITIES, "forge", every=True, forge=drip))
+        try:
+            result = run_cli(
+                a, "sync", "--json", env={"SYNCENGINE_REQUEST_TIMEOUT": "1"}, timeout=110
+            )
+        finally:
+            stopped.set()
+    assert result.returncode == 3, result.stderr  # transient: run again
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == "timeout"  # each request's bound, not the command's deadline
+    assert "longer than 1 s" in error["message"]
+    assert "Traceback" not in result.stderr
+    assert len(proxy.requests(CAPABILITIES)) >= 2  # each attempt was cut, then retried
 
 
 def test_run_stops_cleanly_on_sigterm_while_the_relay_withholds_its_headers(
