@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from syncengine.ids import new_uuid7s
-from syncengine.store.errors import InvalidInput
+from syncengine.store.errors import CorruptStore, InvalidInput
 from syncengine.store.names import check_cursor_token, check_local_agent, check_local_team
 from syncengine.store.records import ORIGIN_LOCAL, MessageSent
 from syncengine.store.teams import NameCache, find_pair, find_team, intern_pair
@@ -29,6 +29,7 @@ __all__ = [
     "check_pairs",
     "history",
     "insert_messages",
+    "known_team_names",
     "list_unread",
     "log_tip",
     "parse_pairs",
@@ -126,13 +127,51 @@ def insert_messages(conn: Any, outgoing: Iterable[OutgoingMessage], now: str) ->
     return sent
 
 
+#: The greatest ``LIMIT`` SQLite takes (a 64-bit signed integer); a larger
+#: count once reached SQLite as an OverflowError traceback (issue #33).
+MAX_LIMIT = 2**63 - 1
+
+
 def check_limit(limit: int | None) -> int:
     """``--limit N``: a positive count; ``None`` means no limit (-1 to SQLite)."""
     if limit is None:
         return -1
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvalidInput("limit", "limit must be a positive integer")
+    if limit > MAX_LIMIT:
+        raise InvalidInput("limit", f"limit must be at most {MAX_LIMIT}")
     return limit
+
+
+def known_team_names(conn: Any) -> list[str]:
+    """Every team name this store has seen: registered (``team create``, a
+    relay roster) or interned by a message (the storage contract's first use)."""
+    return [str(row[0]) for row in conn.execute("SELECT name FROM teams ORDER BY name")]
+
+
+def _fetch_messages(conn: Any, sql: str, params: Any) -> list[MessageSent]:
+    """The rows of a ``_SELECT`` query as messages. A body that is not UTF-8
+    text (the column is TEXT, but a hand edit or a damaged file can put any
+    bytes there) is reported as damage naming the message, never as a
+    decoding traceback; only then is the query run again, reading bodies as
+    bytes, to find which message it is."""
+    try:
+        rows = conn.execute(sql, params).fetchall()
+    except UnicodeDecodeError:
+        raw = conn.execute(sql.replace("m.body", "CAST(m.body AS BLOB)", 1), params).fetchall()
+        for row in raw:
+            try:
+                bytes(row[4]).decode("utf-8")
+            except UnicodeDecodeError:
+                raise CorruptStore(
+                    f"message {row[0]} of team {row[1]!r} has a body that is not UTF-8 text: "
+                    "the store is damaged; restore it from a backup ('syncengine restore')"
+                ) from None
+        raise CorruptStore(
+            "a message body is not UTF-8 text: the store is damaged; "
+            "restore it from a backup ('syncengine restore')"
+        ) from None
+    return [_row_to_message(row) for row in rows]
 
 
 def check_pair_and_limit(team: str, agent: str | None, limit: int | None) -> None:
@@ -153,7 +192,8 @@ def list_unread(conn: Any, team: str, agent: str, limit: int | None) -> list[Mes
     reader = find_pair(conn, team, agent)
     if reader is None:
         return []  # a name never seen has no messages
-    rows = conn.execute(
+    return _fetch_messages(
+        conn,
         _SELECT
         + """
         WHERE m.recipient_pk = :reader
@@ -166,8 +206,7 @@ def list_unread(conn: Any, team: str, agent: str, limit: int | None) -> list[Mes
         LIMIT :limit
         """,
         {"reader": reader, "limit": sql_limit},
-    ).fetchall()
-    return [_row_to_message(row) for row in rows]
+    )
 
 
 def history(conn: Any, team: str, agent: str | None, limit: int | None) -> list[MessageSent]:
@@ -198,11 +237,11 @@ def history(conn: Any, team: str, agent: str | None, limit: int | None) -> list[
     else:
         selector = "WHERE m.team_pk = :team"
         params = {"team": tkey, "limit": sql_limit}
-    rows = conn.execute(
+    return _fetch_messages(
+        conn,
         "SELECT * FROM (" + _SELECT + selector + " ORDER BY m.seq DESC LIMIT :limit) ORDER BY 8",
         params,
-    ).fetchall()
-    return [_row_to_message(row) for row in rows]
+    )
 
 
 def check_pairs(pairs: Iterable[str]) -> list[tuple[str, str]]:
@@ -262,12 +301,13 @@ def watch_after(conn: Any, token: str, pairs: Iterable[str]) -> tuple[list[Messa
     if not keys:
         return [], str(tip)
     marks = ", ".join("?" for _ in keys)
-    rows = conn.execute(
+    found = _fetch_messages(
+        conn,
         _SELECT
         + f""" WHERE m.recipient_pk IN ({marks}) AND m.seq > ? AND m.seq <= ?
           AND NOT EXISTS (SELECT 1 FROM message_reads AS x
                           WHERE x.reader_pk = m.recipient_pk AND x.msg_seq = m.seq)
           ORDER BY m.seq""",
         (*keys, after, tip),
-    ).fetchall()
-    return [_row_to_message(row) for row in rows], str(tip)
+    )
+    return found, str(tip)

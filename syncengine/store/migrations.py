@@ -21,7 +21,7 @@ from typing import Any
 
 from syncengine.ids import new_uuid4
 from syncengine.store.connection import write_transaction
-from syncengine.store.errors import StoreTooNew
+from syncengine.store.errors import CorruptStore, StoreError, StoreTooNew
 
 __all__ = [
     "LATEST_VERSION",
@@ -616,7 +616,24 @@ def migrate(conn: Any, path: Path, target: int = LATEST_VERSION) -> int:
             current = schema_version(conn)
             if current >= target:
                 break
-            MIGRATIONS[current](conn)
+            try:
+                MIGRATIONS[current](conn)
+            except StoreError:
+                raise
+            except Exception as exc:
+                import apsw  # loaded already: the connection is apsw's
+
+                if not isinstance(exc, apsw.SQLError):
+                    raise
+                # A migration only fails on a schema that is not the one its
+                # version number says (a hand-set ``user_version``, a damaged
+                # file): the transaction rolls back and the store is refused
+                # as damaged, naming the mismatch (issue #33).
+                raise CorruptStore(
+                    f"store {path} says schema version {current}, but its tables do not "
+                    f"match that version ({exc}); it was changed outside syncengine: "
+                    "restore it from a backup ('syncengine restore')"
+                ) from None
             conn.execute(f"PRAGMA user_version = {current + 1}")
         current = schema_version(conn)
     return current
