@@ -236,6 +236,9 @@ def _guarded(handler: Handler) -> Handler:
     def run(args: argparse.Namespace) -> int:
         try:
             return handler(args)
+        except location.DatabaseUnreachable as exc:
+            _fail(args, exc.message, exc.remediation)
+            return EXIT_UNAVAILABLE
         except OperatorError as exc:
             _fail(args, exc.message, exc.remediation)
             return EXIT_OPERATOR
