@@ -86,7 +86,7 @@ def build_parser(
     exit codes as in the full tree), which is all a run of that command needs."""
     import argparse
 
-    parser = argparse.ArgumentParser(
+    parser = _parser_class()(
         prog="syncengine",
         description="Encrypted, crash-safe sync for local-first agent message stores.",
         epilog=EXIT_CODES_EPILOG,
@@ -107,6 +107,31 @@ def build_parser(
         importlib.import_module(name).register(registry)
     _add_exit_codes(subparsers)
     return parser
+
+
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """``ArgumentParser`` whose "invalid choice" error names the closest
+    choice (``syncengine statsu``: "did you mean 'status'?"), for every
+    command, sub-command and ``choices=`` option; Python 3.11 has no
+    ``suggest_on_error``. Sub-parsers inherit the class."""
+    import argparse
+
+    class SuggestingParser(argparse.ArgumentParser):
+        def _check_value(self, action: argparse.Action, value: Any) -> None:
+            choices = action.choices
+            if choices is None or value in choices:
+                return
+            import difflib  # the error path only
+
+            names = [str(choice) for choice in choices]
+            close = difflib.get_close_matches(str(value), names, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            listed = ", ".join(repr(name) for name in names)
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r}{hint}; choose from {listed}"
+            )
+
+    return SuggestingParser
 
 
 class _OnlyCommand:
@@ -182,11 +207,35 @@ def _modules_for(argv: Sequence[str]) -> tuple[str, ...]:
 _GLOBAL_FLAGS = frozenset({"-v", "-vv", "-vvv", "--verbose", "-q", "--quiet", "--log-format"})
 
 
+#: Stop signals that arrived before ``run`` installed its own handlers
+#: (``syncengine.cli.engine._run`` reads it): ``run`` stops cleanly even when
+#: SIGTERM comes during its start-up (issue #33: it was killed by the signal).
+EARLY_STOPS: list[int] = []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if argv is None and _command_in(args_list) == "run":
+        _catch_stops_early()
     from syncengine._startup import PostponedCollection
 
     with PostponedCollection():
-        return _main(list(sys.argv[1:] if argv is None else argv))
+        return _main(args_list)
+
+
+def _catch_stops_early() -> None:
+    """The first thing a ``run`` process does: note SIGTERM/SIGINT instead of
+    dying by them, before the parser and the engine are even imported (the
+    interpreter's own start is the only time before this). A stop signal a
+    supervisor held blocked until now is delivered here too."""
+    import signal
+
+    def note(signum: int, frame: object) -> None:
+        EARLY_STOPS.append(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, note)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
 
 
 def _main(args_list: list[str]) -> int:

@@ -12,8 +12,9 @@ from typing import Any
 __all__ = ["register"]
 
 _EPILOG = (
-    "exit codes: 0 ok   2 usage   8 an engine holds a binding of this store (restore)   "
-    "10 missing dependency   12 corrupt store or backup   13 runtime error (bad path)"
+    "exit codes: 0 ok   2 usage   3 the store is busy (try again)   8 an engine holds a "
+    "binding of this store (restore)   10 missing dependency   12 corrupt store or backup   "
+    "13 runtime error (bad path)"
 )
 
 
@@ -49,6 +50,8 @@ def register(subparsers: Any) -> None:
 def _fail(command: str, exc: BaseException) -> int:
     from syncengine.engine.errors import classify
 
+    if isinstance(exc, BrokenPipeError):
+        raise exc  # the reader went away: the entry point exits 141 quietly
     failure = classify(exc)
     sys.stderr.write(f"syncengine {command}: {failure.message}\n  remedy: {failure.remediation}\n")
     return failure.exit_code

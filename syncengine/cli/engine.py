@@ -279,7 +279,8 @@ def register(subparsers: Any) -> None:
         help="check store, binding, files, relay, clock and sync state",
         description="Each check prints a verdict (ok, warn, fail) and, when not ok, the "
         "remedy. Reads only: nothing is written, the relay sees two GETs.",
-        epilog="exit codes: 0 every check passed (warnings allowed)   1 a check failed",
+        epilog="exit codes: 0 every check passed (warnings allowed)   1 a check failed   "
+        "2 usage   10/12/13 the store cannot be opened",
     )
     _common(doctor)
     doctor.set_defaults(handler=_doctor)
@@ -382,6 +383,8 @@ def _guarded(args: argparse.Namespace, action: Callable[[], int]) -> int:
         return action()
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise  # the reader went away: the entry point exits 141 quietly
     except Exception as exc:
         return _fail(args, exc)
 
@@ -588,24 +591,56 @@ def _sync(args: argparse.Namespace) -> int:
 
     def work(engine: Any) -> int:
         started = time.monotonic()
+        adopted = _adoption_pull(engine)
         if args.once:
             report = engine.sync(args.limit or STEADY_PUSH_LIMIT)
         else:
             report = engine.sync(args.limit or CATCH_UP_PUSH_LIMIT, drain=True)
+        pulled = report.pull if adopted is None else _merged_pulls(adopted, report.pull)
         elapsed = time.monotonic() - started
         _emit(
             args,
             {
                 "ok": True,
                 "push": _push_obj(report.push),
-                "pull": _pull_obj(report.pull),
+                "pull": _pull_obj(pulled),
                 "elapsed_s": round(elapsed, 3),
             },
-            _push_text(report.push) + "\n" + _pull_text(report.pull) + _took(elapsed),
+            _push_text(report.push) + "\n" + _pull_text(pulled) + _took(elapsed),
         )
         return 0
 
     return _locked(args, work)
+
+
+def _adoption_pull(engine: Any) -> Any:
+    """The first sync of a restored store pulls to the relay's head before it
+    pushes (syncengine/ops/adopt.py). The engine's sync does that pull
+    itself and reports only the pull after its push, so a restore's first
+    sync once said "pulled 0 message(s)" after adopting 3 (issue #33). When
+    this binding is adopting, the command runs that catch-up as the engine's
+    own ``pull`` first (the same pages, then adoption ends), and reports its
+    numbers together with the sync's; ``None`` when not adopting."""
+    from syncengine.engine.limits import PULL_PAGE_LIMIT
+
+    if not engine.store.sync_adopting(engine.connection.key):
+        return None
+    return engine.pull(PULL_PAGE_LIMIT)
+
+
+def _merged_pulls(first: Any, second: Any) -> Any:
+    """One pull report for two pulls of one command, in order."""
+    from dataclasses import replace
+
+    outcomes = dict(first.outcomes)
+    for state, n in second.outcomes.items():
+        outcomes[state] = outcomes.get(state, 0) + n
+    return replace(
+        second,
+        pages=first.pages + second.pages,
+        received=first.received + second.received,
+        outcomes=outcomes,
+    )
 
 
 def _reprocess(args: argparse.Namespace) -> int:
@@ -659,11 +694,15 @@ def _run(args: argparse.Namespace) -> int:
     import signal
     import threading
 
+    from syncengine.cli import EARLY_STOPS
+
     early = threading.Event()
     earlier = {
         sig: signal.signal(sig, lambda signum, frame: early.set())
         for sig in (signal.SIGTERM, signal.SIGINT)
     }
+    if EARLY_STOPS:  # asked to stop while the command line was still being read
+        early.set()
     try:
         return _run_loop(args, early)
     finally:
@@ -808,6 +847,8 @@ def _status(args: argparse.Namespace) -> int:
             "engine_running": running,
             "delivery": _delivery(engine, running),
         }
+        if obj["last_failure"]:
+            obj["last_failure"] = {**obj["last_failure"], "resolved": _failure_resolved(obj)}
         _emit(args, obj, _status_text(obj))
         return 0
 
@@ -852,7 +893,16 @@ def _status_text(obj: dict[str, Any]) -> str:
         f"last success    {obj['last_success_at'] or 'never'}",
     ]
     failure = obj["last_failure"]
-    if failure:
+    if failure and failure.get("resolved", _failure_resolved(obj)):
+        lines.append(
+            f"last failure    {failure['at']}: {failure['code']} (resolved: "
+            + (
+                f"a later sync succeeded at {obj['last_success_at']})"
+                if obj["failures_since_success"] == 0
+                else "the operator's resume or resync cleared it)"
+            )
+        )
+    elif failure:
         lines.append(
             f"last failure    {failure['at']}: {failure['code']}: {failure['message']}"
             f" ({obj['failures_since_success']} since last success)"
@@ -892,6 +942,16 @@ def _status_text(obj: dict[str, Any]) -> str:
         )
         lines.append(f"  remedy        {blocked['remediation']}")
     return "\n".join(lines)
+
+
+def _failure_resolved(obj: dict[str, Any]) -> bool:
+    """Whether a later success, or the operator's recovery, resolved the last
+    recorded failure (issue #33: status once showed it with its old remedy
+    after recovery). The engine keeps the last failure for the record; a
+    success resets ``failures_since_success``, and ``resume`` and ``resync``
+    bring a binding stopped only by their failure back to ``ok`` (a failure
+    always leaves a state other than ``ok``)."""
+    return bool(obj["failures_since_success"] == 0 or obj["state"] == "ok")
 
 
 def _disconnect(args: argparse.Namespace) -> int:

@@ -25,7 +25,16 @@ from typing import Any
 
 from syncengine.cli.engine import _common, _deadline_option, _emit, _engine, _guarded
 
-__all__ = ["register"]
+__all__ = ["EXIT_CODES", "register"]
+
+#: The engine's codes (the ``keys`` group's own 0/2 are for its file commands);
+#: inherited by every ``keys epoch`` action's ``--help`` (issue #33: a wrong
+#: digest exits 7 and the help once said 2).
+EXIT_CODES = (
+    "exit codes: 0 ok   2 usage   3 relay unreachable (try again)   4 refused by the relay   "
+    "6 halted   7 not connected, or a snapshot, digest, key ID or file refused (the reason "
+    "is printed)   8 another engine holds the binding   10/12/13 store errors"
+)
 
 
 def register(actions: Any) -> None:
@@ -34,6 +43,7 @@ def register(actions: Any) -> None:
         "epoch",
         help="the team's age-v1 key epochs: list, add, export, import",
         description=__doc__,
+        epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     steps = epoch.add_subparsers(dest="epoch_action", metavar="ACTION")

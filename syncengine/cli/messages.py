@@ -60,6 +60,7 @@ def _guard(args: argparse.Namespace, action: Callable[[Any], None]) -> int:
 
     store = Store(args.store)
     try:
+        _check_store_path(store.path)
         action(store)
     except StoreError as exc:
         sys.stderr.write(f"syncengine {args.command}: {exc}\n")
@@ -67,6 +68,19 @@ def _guard(args: argparse.Namespace, action: Callable[[Any], None]) -> int:
     finally:
         store.close()
     return 0
+
+
+def _check_store_path(path: Any) -> None:
+    """A read of a store that does not exist yet answers "nothing" (the
+    storage contract), but a directory, or a path whose directory is
+    missing, can only be a mistake: it is named instead of answered with
+    silence (issue #33)."""
+    from syncengine.store import InvalidInput
+
+    if path.is_dir():
+        raise InvalidInput("store", f"{path} is a directory, not a store file")
+    if not path.parent.is_dir():
+        raise InvalidInput("store", f"no store at {path}: directory {path.parent} does not exist")
 
 
 def _print(args: argparse.Namespace, messages: list[Any]) -> None:
@@ -77,15 +91,24 @@ def _print(args: argparse.Namespace, messages: list[Any]) -> None:
             print(f"{m.at}  {m.sender} -> {m.recipient}: {m.body}")
 
 
-def _check_roster(store: Any, team: str, names: tuple[str, str]) -> None:
-    """A person typing ``send`` is protected from typos: when the team has a
-    roster here (``team create`` or the relay's members), both names must be
-    on it. The storage contract itself takes any valid names (hosts keep
-    their own registry), so this guard lives in the command only."""
+def _check_names(store: Any, team: str, names: tuple[str, str]) -> None:
+    """A person typing ``send`` is protected from typos: once this store
+    knows a team, the team must be one it has seen (registered, or named by
+    a message it holds), and when the team has a roster here (``team
+    create`` or the relay's members) both names must be on it. A team typed
+    wrong would otherwise take the message into a team that never syncs
+    (issue #33). A store that knows no team yet takes the first one named,
+    as the storage contract does: there is nothing to mistype. The contract
+    itself interns any valid name on first use (hosts keep their own
+    registry: ``syncengine driver send``), so this guard lives in the
+    command only."""
     from syncengine.store import InvalidInput, UnknownTeam
 
-    if not store.exists():
+    known = _known_teams(store)
+    if not known:
         return
+    if team not in known:
+        raise InvalidInput("team", _unknown_team_text(team, known))
     try:
         roster = {m.name for m in store.team(team).members}
     except (UnknownTeam, InvalidInput):
@@ -94,13 +117,42 @@ def _check_roster(store: Any, team: str, names: tuple[str, str]) -> None:
         if roster and name not in roster:
             raise InvalidInput(
                 field,
-                f"team {team!r} has no member {name!r}; add it with 'syncengine team add-member'",
+                f"team {team!r} has no member {name!r}"
+                + _did_you_mean(name, sorted(roster))
+                + "; add it with 'syncengine team add-member'",
             )
+
+
+def _known_teams(store: Any) -> list[str]:
+    if not store.exists():
+        return []
+    from syncengine.store.connection import read_transaction
+    from syncengine.store.messages import known_team_names
+
+    with read_transaction(store.conn, store.path) as conn:
+        return known_team_names(conn)
+
+
+def _unknown_team_text(team: str, known: list[str]) -> str:
+    text = f"this store has no team {team!r}"
+    suggestion = _did_you_mean(team, known)
+    if suggestion:
+        return text + suggestion
+    listed = ", ".join(known[:10])
+    return text + f" (its teams: {listed}); create it with 'syncengine team create'"
+
+
+def _did_you_mean(name: str, choices: list[str]) -> str:
+    """`` (did you mean 'crew'?)`` for the closest choice, or nothing; difflib is
+    imported on this error path only."""
+    import difflib
+
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _send(args: argparse.Namespace) -> int:
     def action(store: Any) -> None:
-        _check_roster(store, args.team, (args.sender, args.recipient))
         body = args.body
         if body == "-":
             from syncengine.store import InvalidInput
@@ -113,6 +165,7 @@ def _send(args: argparse.Namespace) -> int:
             # end a shell adds is not part of the message.
             if body.endswith("\n"):
                 body = body[:-2] if body.endswith("\r\n") else body[:-1]
+        _check_names(store, args.team, (args.sender, args.recipient))
         message = store.send(args.team, args.sender, args.recipient, body)
         if args.json:
             print(json.dumps(message.to_record(), ensure_ascii=False))
