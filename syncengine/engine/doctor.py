@@ -49,6 +49,9 @@ def _mode(path: Path) -> int:
 
 
 def _store_file(path: Path) -> list[Check]:
+    from syncengine.store.connection import refuse_unsafe_store
+    from syncengine.store.errors import StoreUnsafe
+
     if not path.exists():
         return [
             Check(
@@ -58,6 +61,11 @@ def _store_file(path: Path) -> list[Check]:
                 "Check --store / SYNCENGINE_STORE, or create it with 'syncengine driver init'.",
             )
         ]
+    try:
+        refuse_unsafe_store(path)
+    except StoreUnsafe as exc:
+        # Every command refuses this store; doctor says why and stops.
+        return [Check("store-access", "fail", exc.problem, exc.remediation)]
     loose = [
         f"{p} is {oct(_mode(p))}"
         for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"))
@@ -68,7 +76,8 @@ def _store_file(path: Path) -> list[Check]:
             "store-modes",
             "fail",
             "; ".join(loose),
-            "The store holds decrypted bodies: chmod 600 the store and its -wal/-shm files.",
+            "The store holds decrypted bodies, and other users can read them: chmod 600 "
+            "the store and its -wal/-shm files.",
         )
         if loose
         else Check("store-modes", "ok", f"{path} and its -wal/-shm files are private")
@@ -100,8 +109,8 @@ def run_checks(
     with Store(store_path) as probe:
         path = probe.path.absolute()
     checks = _store_file(path)
-    if checks[0].name == "store":
-        return checks  # nothing to open
+    if checks[0].name in ("store", "store-access"):
+        return checks  # nothing to open, or nothing any command would open
     try:
         with Store(path) as store:
             store.check()

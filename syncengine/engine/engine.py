@@ -46,7 +46,7 @@ from syncengine.engine.progress import progress_for
 from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
 from syncengine.http.errors import EngineState, ResyncRequired
 from syncengine.store import Store
-from syncengine.store.connection import read_transaction, write_transaction
+from syncengine.store.connection import read_transaction, store_exposure, write_transaction
 
 if TYPE_CHECKING:
     import httpx
@@ -107,6 +107,9 @@ class EngineStatus:
     engine: st.EngineStatusRow
     lock_path: Path
     store_path: Path
+    #: Things worth fixing that do not stop syncing (issue #33): today a
+    #: store other users can read (store.connection.store_exposure).
+    warnings: tuple[str, ...] = ()
 
     @property
     def resync_required(self) -> bool:
@@ -243,6 +246,7 @@ class EngineStatus:
                 {**gap.to_obj(), "unavailable": gap.unavailable} for gap in self.sync.accepted_gaps
             ],
             "lock_file": str(self.lock_path),
+            "warnings": list(self.warnings),
         }
 
 
@@ -822,6 +826,7 @@ class Engine:
                 engine=st.load_status(conn, c.binding_pk),
                 lock_path=self.lock().path,
                 store_path=self.store.path,
+                warnings=tuple(store_exposure(self.store.path)),
             )
 
     def set_security_mode(self, mode: SecurityMode) -> SecurityEntry:

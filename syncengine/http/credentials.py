@@ -15,6 +15,10 @@ What this module guarantees:
   anyone else at any instant, and a crash leaves the old file or the new one.
 - :func:`load_credential` refuses a symlink, a non-regular file, a file owned
   by another user, or one with any group/other permission bit.
+- Both refuse a credentials folder that is not this user's and 0700 (issue
+  #33): another user who can write the folder can delete or swap the file,
+  one who can list it learns which teams this machine talks to. The refusal
+  names the folder, the mode found and ``chmod 700 FOLDER``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import contextlib
 import hmac
 import os
 import secrets
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +43,7 @@ __all__ = [
     "CREDENTIAL_FILE_FORMAT",
     "Credential",
     "Secret",
+    "check_credentials_folder",
     "load_credential",
     "save_credential",
 ]
@@ -147,9 +153,32 @@ def _os_failure(where: Path, what: str, exc: OSError) -> CredentialStoreError:
     return CredentialStoreError(f"{where}: {what} ({exc.strerror})")
 
 
+def check_credentials_folder(path: Path) -> None:
+    """Refuse the folder holding the credential file ``path`` unless it is
+    this user's and mode 0700 (no group or other bit)."""
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        info = os.stat(directory)
+    except FileNotFoundError:
+        return  # the file's own check reports it missing
+    except OSError as exc:
+        raise _os_failure(directory, "cannot inspect the credentials folder", exc) from None
+    if info.st_uid != os.geteuid():
+        raise CredentialStoreError(
+            f"{directory}: the credentials folder is owned by uid {info.st_uid}, not by you; "
+            "pair again with --credential-file in a folder of your own"
+        )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        raise CredentialStoreError(
+            f"{directory}: the credentials folder is mode {stat.S_IMODE(info.st_mode):04o}; "
+            f"it must be 0700 (chmod 700 {directory})"
+        )
+
+
 def save_credential(path: Path, credential: Credential) -> None:
     """Atomically replace ``path`` with the credential, private from the first byte."""
     directory = path.parent
+    check_credentials_folder(path)
     tmp = directory / f".{path.name}.{secrets.token_hex(8)}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
@@ -200,6 +229,7 @@ def load_credential(
     """
     from syncengine.private_files import PrivateFileRefused, read_private_file
 
+    check_credentials_folder(path)
     try:
         data = read_private_file(path, "credential file", _MAX_FILE_BYTES)
     except PrivateFileRefused as exc:

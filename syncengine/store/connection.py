@@ -8,13 +8,36 @@ needs), and foreign keys on. Writers take the lock up front with
 waiting is bounded by the busy timeout and surfaces as :class:`StoreBusy`.
 
 SQLite errors are translated here, at one boundary: busy/locked to
-:class:`StoreBusy`, damaged files to :class:`CorruptStore`.
+:class:`StoreBusy`, damaged files to :class:`CorruptStore`, a full filesystem
+to :class:`StoreFull` and other operating-system failures to
+:class:`StoreIOError` — each one line naming the path, the cause and the fix
+(specs/store.md §12).
+
+Files others can touch (§12.1): before SQLite opens it, the store, its
+-wal/-shm files and its directory are checked the way ssh checks a key.
+Another user owning the file (or the symlink to it), or anyone else able to
+write the file or to rename entries in its directory (group/other write
+without the sticky bit) is refused with :class:`StoreUnsafe`; a store others
+can only *read* is opened, and :func:`store_exposure` names it for ``status``
+and ``doctor``.
+
+A full disk (§12.2): a reader whose -shm cannot be sized because the
+filesystem has no room falls back to a heap-memory wal-index under an
+exclusive lock, so read-only commands keep working; a write that fails for
+room gives its WAL frames back at once (``wal_checkpoint(TRUNCATE)``,
+never waiting); a connection that wrote folds the WAL in and truncates it on
+:func:`close_connection`, so no command leaves a grown WAL behind when it is
+the last one out.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
+import pwd
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,17 +48,27 @@ from syncengine.store.errors import (
     MissingDependency,
     StoreBusy,
     StoreError,
+    StoreFull,
+    StoreIOError,
     StoreNotInitialized,
+    StoreUnsafe,
 )
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_MS",
     "WAL_AUTOCHECKPOINT_PAGES",
+    "WAL_SIZE_LIMIT_BYTES",
+    "close_connection",
+    "fold_wal",
     "open_connection",
     "read_transaction",
+    "refuse_unsafe_store",
+    "store_exposure",
     "translate_sqlite_errors",
     "write_transaction",
 ]
+
+_log = logging.getLogger("syncengine.store")
 
 #: How long a writer waits for another writer before reporting busy.
 DEFAULT_BUSY_TIMEOUT_MS = 5000
@@ -46,6 +79,18 @@ DEFAULT_BUSY_TIMEOUT_MS = 5000
 #: at most) a leaf is copied once per several pages. Durability is
 #: unchanged: every commit is still fsynced to the WAL (synchronous=FULL).
 WAL_AUTOCHECKPOINT_PAGES = 8000
+#: ``journal_size_limit``: once a checkpoint has restarted the WAL, the next
+#: commit truncates the file to this size, so a long-lived connection (``run``)
+#: does not keep a WAL grown by one large sync for the rest of its life.
+WAL_SIZE_LIMIT_BYTES = 4 * 1024 * 1024
+#: Below this much free space an I/O error of SQLite's is reported as a full
+#: filesystem: a -shm file needs 32 KiB, a page 4 KiB.
+_NO_ROOM_BYTES = 64 * 1024
+#: OSError numbers meaning "no room": the filesystem or the user's quota.
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+#: OSError numbers reported as a store I/O error (anything else propagates:
+#: a broken pipe on stdout is not the store's business).
+_IO_ERRNOS = frozenset({errno.EIO, errno.EROFS, errno.EACCES, errno.EPERM})
 
 
 def _apsw() -> Any:
@@ -60,7 +105,8 @@ def _apsw() -> Any:
 
 @contextlib.contextmanager
 def translate_sqlite_errors(path: Path) -> Iterator[None]:
-    """Map SQLite failures to the store hierarchy (never echoing row data)."""
+    """Map SQLite and file-system failures to the store hierarchy (never
+    echoing row data)."""
     apsw = _apsw()
     try:
         yield
@@ -76,6 +122,183 @@ def translate_sqlite_errors(path: Path) -> Iterator[None]:
             "('syncengine restore --input FILE': the relay's copies are adopted, nothing "
             "is sent twice) or move it aside and reconnect"
         ) from exc
+    except apsw.FullError as exc:
+        raise store_full(path, "SQLITE_FULL") from exc
+    except (apsw.IOError, apsw.ReadOnlyError, apsw.CantOpenError) as exc:
+        if isinstance(exc, apsw.IOError) and _no_room(path):
+            raise store_full(path, f"SQLITE_IOERR: {exc}") from exc
+        raise _io_error(path, f"{type(exc).__name__}: {exc}") from exc
+    except OSError as exc:
+        where = Path(exc.filename) if isinstance(exc.filename, str) else path
+        if exc.errno in _FULL_ERRNOS:
+            raise store_full(where, exc.strerror or errno.errorcode[exc.errno]) from exc
+        if exc.errno in _IO_ERRNOS:
+            raise _io_error(where, exc.strerror or str(exc)) from exc
+        raise
+
+
+def _free_bytes(path: Path) -> int | None:
+    """Bytes this user may still write on the filesystem holding ``path``."""
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        info = os.statvfs(directory)
+    except OSError:
+        return None
+    blocks = info.f_bfree if os.geteuid() == 0 else info.f_bavail
+    return blocks * info.f_frsize
+
+
+def _no_room(path: Path) -> bool:
+    free = _free_bytes(path)
+    return free is not None and free < _NO_ROOM_BYTES
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _human(size: int) -> str:
+    if size < 1024 * 1024:
+        return f"{size / 1024:.0f} KiB" if size >= 1024 else f"{size} bytes"
+    return f"{size / (1024 * 1024):.1f} MiB"
+
+
+def store_full(path: Path, cause: str) -> StoreFull:
+    """The one-line answer to a full filesystem under ``path``."""
+    free = _free_bytes(path)
+    room = "" if free is None else f", {_human(free)} free"
+    wal = _size(Path(f"{path}-wal"))
+    held = f"; its write-ahead log holds {_human(wal)}" if wal else ""
+    where = path.parent if str(path.parent) else Path(".")
+    return StoreFull(
+        path,
+        f"store {path}: the disk is full ({cause}{room}){held}; nothing was written",
+        f"free space on the filesystem holding {where}, then run the command again "
+        "(what committed before stays committed)",
+    )
+
+
+def _io_error(path: Path, cause: str) -> StoreIOError:
+    return StoreIOError(
+        path,
+        f"store {path}: the system refused a read or write ({cause}); nothing was written",
+        "check the disk and that the filesystem is mounted read-write "
+        f"(dmesg; ls -l {path}), then run the command again",
+    )
+
+
+# -- files others can touch (specs/store.md §12.1) ------------------------------------
+
+
+def _owner(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _mode_text(info: os.stat_result) -> str:
+    return f"{stat.S_IMODE(info.st_mode):04o}"
+
+
+def _unsafe(path: Path, problem: str, remedy: str) -> StoreUnsafe:
+    return StoreUnsafe(
+        path, f"store {path}: {problem}; refused (it holds decrypted messages)", remedy
+    )
+
+
+def _check_file(path: Path, what: str, me: int) -> None:
+    """Refuse ``path`` (the store or its -wal/-shm) if another user owns it,
+    its symlink, or can write it."""
+    try:
+        link = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(link.st_mode):
+        if link.st_uid not in (me, 0):
+            raise _unsafe(
+                path,
+                f"{what} is a symlink owned by {_owner(link.st_uid)}",
+                f"use your own file: rm {path}",
+            )
+        if what != "the store":
+            raise _unsafe(path, f"{what} is a symlink", f"rm {path}")
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            return  # a dangling link: SQLite reports the missing file
+        target = f"{what} is a symlink to {os.path.realpath(path)}, which"
+    else:
+        info = link
+        target = what
+    if info.st_uid != me:
+        raise _unsafe(
+            path,
+            f"{target} is owned by {_owner(info.st_uid)}, not by you ({_owner(me)})",
+            f"use a store of your own (--store PATH), or as its owner: chown {_owner_name(me)} "
+            f"{os.path.realpath(path)}",
+        )
+    if not stat.S_ISREG(info.st_mode):
+        raise _unsafe(path, f"{target} is not a regular file", "use --store PATH for a file")
+    if info.st_mode & 0o022:
+        raise _unsafe(
+            path,
+            f"{target} is mode {_mode_text(info)}: other users can write it",
+            f"chmod 600 {os.path.realpath(path)}",
+        )
+
+
+def _owner_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def refuse_unsafe_store(path: Path) -> None:
+    """Raise :class:`StoreUnsafe` unless only this user can change the store.
+
+    Group/other *write* on the file, its -wal/-shm or (without the sticky
+    bit) its directory, and another user's ownership of the file or of a
+    symlink to it, are refused. Group/other *read* is not: see
+    :func:`store_exposure`.
+    """
+    me = os.geteuid()
+    _check_file(path, "the store", me)
+    for suffix in ("-wal", "-shm"):
+        _check_file(Path(f"{path}{suffix}"), f"its {suffix[1:]} file", me)
+    directory = Path(os.path.realpath(path)).parent
+    try:
+        info = os.stat(directory)
+    except OSError:
+        return
+    if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+        raise _unsafe(
+            path,
+            f"its directory {directory} is mode {_mode_text(info)}: other users can "
+            "replace the store",
+            f"chmod go-w {directory} (or move the store to a private directory)",
+        )
+
+
+def store_exposure(path: Path) -> list[str]:
+    """What others can read or list of an opened store: a warning each
+    (``status``) and a ``doctor`` failure, never a refusal."""
+    warnings = []
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            info = os.stat(file)
+        except OSError:
+            continue
+        if info.st_mode & 0o044:
+            warnings.append(
+                f"{file} is mode {_mode_text(info)}: other users can read the decrypted "
+                f"messages; chmod 600 {file}"
+            )
+    return warnings
 
 
 def _create_private(path: Path) -> None:
@@ -92,29 +315,103 @@ def _create_private(path: Path) -> None:
 
 
 def open_connection(path: Path, *, create: bool, busy_timeout_ms: int) -> Any:
-    """Open (optionally creating) the database file and apply the pragmas."""
+    """Open (optionally creating) the database file and apply the pragmas.
+
+    The file is checked first (:func:`refuse_unsafe_store`). When SQLite
+    cannot size the shared-memory (-shm) file because the filesystem is
+    full, the connection is opened again with ``locking_mode=EXCLUSIVE``,
+    whose wal-index lives in heap memory: reads work on a full disk, and a
+    write fails with :class:`StoreFull` when it needs room. That connection
+    holds its lock until it is closed (specs/store.md §12.2).
+    """
     apsw = _apsw()
-    if create:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        _create_private(path)
-        flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-    else:
-        if not path.is_file():
-            raise StoreNotInitialized(f"no store at {path}; run 'syncengine driver init'")
-        flags = apsw.SQLITE_OPEN_READWRITE
+    with translate_sqlite_errors(path):
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _create_private(path)
+            flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+        else:
+            if not path.is_file():
+                raise StoreNotInitialized(f"no store at {path}; run 'syncengine driver init'")
+            flags = apsw.SQLITE_OPEN_READWRITE
+    refuse_unsafe_store(path)
     with translate_sqlite_errors(path):
         try:
-            conn = apsw.Connection(str(path), flags=flags)
-        except apsw.CantOpenError as exc:
-            raise StoreNotInitialized(f"cannot open store at {path}: {exc}") from exc
+            return _configured(apsw, path, flags, busy_timeout_ms, shared_memory=True)
+        except (apsw.IOError, apsw.FullError):
+            if not _no_room(path):
+                raise
+        _log.info("store %s: no room for its -shm file; reading with an exclusive lock", path)
+        return _configured(apsw, path, flags, busy_timeout_ms, shared_memory=False)
+
+
+def _configured(
+    apsw: Any, path: Path, flags: int, busy_timeout_ms: int, *, shared_memory: bool
+) -> Any:
+    try:
+        conn = apsw.Connection(str(path), flags=flags)
+    except apsw.CantOpenError as exc:
+        raise StoreNotInitialized(f"cannot open store at {path}: {exc}") from exc
+    try:
         conn.setbusytimeout(busy_timeout_ms)
+        if not shared_memory:
+            conn.execute("PRAGMA locking_mode=EXCLUSIVE")
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchall()[0][0]
         if str(mode).lower() != "wal":
             raise StoreBusy(f"store {path}: could not switch to WAL mode (got {mode})")
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+        conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
+    except BaseException:
+        with contextlib.suppress(apsw.Error):
+            conn.close()
+        raise
     return conn
+
+
+def fold_wal(conn: Any) -> bool:
+    """``PRAGMA wal_checkpoint(TRUNCATE)`` without waiting for anyone: copy
+    the WAL into the database and truncate it to zero bytes. True when the
+    WAL is empty afterwards; never raises (another reader, a full disk or
+    an I/O error only leave the WAL as it was, for a later checkpoint)."""
+    apsw = _apsw()
+    try:
+        previous = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+        conn.setbusytimeout(0)
+        try:
+            busy, log, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            conn.setbusytimeout(int(previous))
+    except apsw.Error:
+        return False
+    return bool(busy == 0 and log in (0, -1))
+
+
+def close_connection(conn: Any, path: Path) -> None:
+    """Close ``conn``; if it wrote, fold the WAL in first (:func:`fold_wal`).
+
+    When this is the last connection, SQLite's own close would checkpoint
+    and delete the WAL anyway — the explicit fold costs nothing more there;
+    when another connection is open but idle (``run``), it still truncates
+    a WAL this command grew. A read-only connection skips it. A fold that
+    fails for room is logged with the WAL's size: the next command that
+    writes folds it in once there is space.
+    """
+    apsw = _apsw()
+    try:
+        if conn.total_changes() and not fold_wal(conn) and _no_room(path):
+            wal = _size(Path(f"{path}-wal"))
+            if wal:
+                _log.warning(
+                    "store %s: its write-ahead log (%s) stays until there is room to fold it "
+                    "in: the disk is full; free space, and the next command folds it in",
+                    path,
+                    _human(wal),
+                )
+    finally:
+        with contextlib.suppress(apsw.Error):
+            conn.close()
 
 
 @contextlib.contextmanager
@@ -133,9 +430,13 @@ def write_transaction(conn: Any, path: Path, name: str | None = None) -> Iterato
             if name is not None:
                 crash_point(f"{name}.before_commit")
             conn.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
             if not conn.getautocommit():
                 conn.execute("ROLLBACK")
+            if isinstance(exc, _apsw().FullError | _apsw().IOError | OSError):
+                # A failed write's frames stay in the WAL file; give their
+                # room back now if nothing committed needs copying out.
+                fold_wal(conn)
             raise
     if name is not None:
         crash_point(f"{name}.after_commit")

@@ -13,11 +13,18 @@ driver command prints and exits with::
     ├── StoreBusy                    the write lock stayed taken past the busy timeout (retryable)
     ├── StoreNotInitialized          no store at the path; run ``init``
     ├── StoreTooNew                  the schema is newer than this program
+    ├── StoreUnsafe                  another user owns or can write the store: refused
+    ├── StoreFull                    the filesystem is full (SQLITE_FULL, ENOSPC, EDQUOT)
+    ├── StoreIOError                 the OS failed a read or write of the store file
     ├── CorruptStore                 (corrupt_state, 12) the file or its invariants are damaged
     └── MissingDependency            (missing_deps, 10) a runtime dependency is absent
 
 Messages name the problem and, where useful, the remedy; they never echo a
-message body (which may be private) and never include secrets.
+message body (which may be private) and never include secrets. The three
+file-level failures (:class:`StoreUnsafe`, :class:`StoreFull`,
+:class:`StoreIOError`) are one line naming the path, the cause and the fix,
+which is also in ``remediation``; they keep ``runtime_error`` (13) because
+the storage contract has no other code for them (specs/store.md §12).
 """
 
 from __future__ import annotations
@@ -33,8 +40,11 @@ __all__ = [
     "Status",
     "StoreBusy",
     "StoreError",
+    "StoreFull",
+    "StoreIOError",
     "StoreNotInitialized",
     "StoreTooNew",
+    "StoreUnsafe",
     "UnknownAgent",
     "UnknownMessage",
     "UnknownTeam",
@@ -118,6 +128,32 @@ class StoreNotInitialized(StoreError):
 
 class StoreTooNew(StoreError):
     """The store was written by a newer syncengine; this one must not touch it."""
+
+
+class _FileProblem(StoreError):
+    """A failure of the store's file itself: ``problem`` and ``remediation``
+    make up the one-line message, ``path`` is the file at fault."""
+
+    def __init__(self, path: object, problem: str, remediation: str) -> None:
+        super().__init__(f"{problem}; {remediation}")
+        self.path = path
+        self.problem = problem
+        self.remediation = remediation
+
+
+class StoreUnsafe(_FileProblem):
+    """Another user owns the store (or the link to it), or can write it or
+    its directory: it is refused, as ssh refuses such a key (nothing was read)."""
+
+
+class StoreFull(_FileProblem):
+    """The filesystem holding the store has no room (SQLITE_FULL, ENOSPC or
+    EDQUOT). The transaction was rolled back: nothing was written."""
+
+
+class StoreIOError(_FileProblem):
+    """The operating system failed a read or write of the store (SQLITE_IOERR,
+    a read-only filesystem, EIO). The transaction was rolled back."""
 
 
 class CorruptStore(StoreError):

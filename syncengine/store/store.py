@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from syncengine.store import messages, read_state, teams
 from syncengine.store.connection import (
     DEFAULT_BUSY_TIMEOUT_MS,
+    close_connection,
     open_connection,
     read_transaction,
     translate_sqlite_errors,
@@ -105,9 +106,11 @@ class Store:
         self.close()
 
     def close(self) -> None:
+        """Close the connection; one that wrote folds its WAL in first, so the
+        last one out leaves no grown WAL behind (specs/store.md §12.2)."""
         if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+            conn, self._conn = self._conn, None
+            close_connection(conn, self.path)
 
     def _connect(self, *, create: bool) -> Any:
         if self._conn is None:
