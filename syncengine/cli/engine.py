@@ -229,7 +229,7 @@ def register(subparsers: Any) -> None:
         "relay reports right now ('syncengine status' shows the exact command). Nothing "
         "else changes: unpushed messages are still pushed, quarantine and read state stay. "
         "Running it again with the same floor reports the recorded result.",
-        epilog="exit codes: 0 accepted (or already accepted), 3 relay unreachable (try "
+        epilog="exit codes: 0 accepted (or already accepted), 2 usage, 3 relay unreachable (try "
         "again), 4 refused: the approval does not match the relay or cursor now (nothing "
         "changed), 6 halted (another relay answered), 7 not connected or driver without "
         "stage1-resync, 8 another engine holds the binding, 12/13 store errors",
@@ -358,6 +358,8 @@ def _fail(args: argparse.Namespace, exc: BaseException) -> int:
 
     failure = classify(exc)
     command = args.command if getattr(args, "action", None) is None else args.action
+    if getattr(args, "epoch_action", None) is not None:
+        command = f"keys epoch {args.epoch_action}"
     sys.stderr.write(f"syncengine {command}: {failure.message}\n  remedy: {failure.remediation}\n")
     if args.json:
         print(
