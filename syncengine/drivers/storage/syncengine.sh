@@ -46,19 +46,24 @@ storage__syncengine_bin() {
 
 storage__syncengine_missing() {
     # $1: "control" to end with the status line.
-    # The project is not on the package index (a package named syncengine
-    # there is someone else's): only a source checkout's own set-up is a
-    # command worth suggesting; otherwise the reason says what to do.
-    local here="${BASH_SOURCE[0]%/*}" root="" commands=''
+    # A source checkout's own set-up is the one command worth running for
+    # it. An installed package (a wheel in a virtualenv) has no set-up script:
+    # its syncengine executable sits in that environment's bin directory, so
+    # the reason names that (or SYNCENGINE_BIN) instead of a checkout.
+    local here="${BASH_SOURCE[0]%/*}" root="" commands='' reason
     case "$here" in
+        */lib/python*/site-packages/syncengine/drivers/storage) root="" ;;
         */syncengine/drivers/storage) root="${here%/syncengine/drivers/storage}" ;;
         */drivers/storage) root="${here%/drivers/storage}" ;;
     esac
     if [ -n "$root" ] && [ -f "$root/scripts/setup.sh" ]; then
         commands="\"$(printf '%s' "bash '$root/scripts/setup.sh'" | sed 's/\\/\\\\/g; s/"/\\"/g')\""
+        reason="the syncengine command was not found: run scripts/setup.sh in the syncengine source checkout, or set SYNCENGINE_BIN to its syncengine executable"
+    else
+        reason="the syncengine command was not found: install the syncengine wheel into a virtualenv with that environment's own pip, then set SYNCENGINE_BIN to its bin/syncengine, or put that bin directory on PATH"
     fi
-    printf 'AGMSG-DIRECTIVE: {"type":"install_deps","driver":"syncengine","commands":[%s],"reason":"the syncengine command was not found: run scripts/setup.sh in the syncengine source checkout, or set SYNCENGINE_BIN to its syncengine executable"}\n' \
-        "$commands"
+    printf 'AGMSG-DIRECTIVE: {"type":"install_deps","driver":"syncengine","commands":[%s],"reason":"%s"}\n' \
+        "$commands" "$reason"
     if [ "$1" = control ]; then
         printf '%s\n' 'missing_deps'
     fi

@@ -118,6 +118,29 @@ def test_bash_check_without_the_command_emits_a_directive_and_missing_deps(path:
     json.loads(lines[0].removeprefix("AGMSG-DIRECTIVE: "))
 
 
+def test_bash_directive_outside_a_checkout_tells_a_wheel_user_what_to_do(tmp_path: Path) -> None:
+    """#33: an installed package has no scripts/setup.sh; the directive must
+    not send its user to a source checkout."""
+    storage = tmp_path / "env/lib/python3.11/site-packages/syncengine/drivers/storage"
+    storage.mkdir(parents=True)
+    driver = storage / "syncengine.sh"
+    driver.write_bytes(DRIVER_FILE.read_bytes())
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SYNCENGINE_STORE": str(tmp_path / "s")}
+    done = subprocess.run(
+        ["bash", "-c", f'source "{driver}"; storage_check'],
+        capture_output=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    lines = done.stdout.decode().splitlines()
+    assert done.returncode == 10 and lines[-1] == "missing_deps"
+    directive = json.loads(lines[0].removeprefix("AGMSG-DIRECTIVE: "))
+    assert directive["commands"] == []
+    assert "setup.sh" not in directive["reason"] and "checkout" not in directive["reason"]
+    assert "SYNCENGINE_BIN" in directive["reason"] and "bin/syncengine" in directive["reason"]
+
+
 def test_bash_send_never_puts_the_body_on_the_child_argv(path: Path, tmp_path: Path) -> None:
     recorder = tmp_path / "recorder"
     log = tmp_path / "argv.log"
