@@ -612,7 +612,10 @@ def pull_pages(ctx: CycleContext, page_limit: int, cursor: int, caps: Capabiliti
 
 
 def reprocess_all(ctx: CycleContext, page_limit: int) -> ReprocessReport:
-    """Re-evaluate every durable blocking envelope, page by page."""
+    """Re-evaluate every durable blocking envelope, page by page, each page
+    checked before it is applied (syncengine/engine/reprocess_walk.py)."""
+    from syncengine.engine.reprocess_walk import ReprocessWalk
+
     caps = ctx.client.capabilities()
     history = ctx.history()
     report = ReprocessReport()
@@ -620,8 +623,10 @@ def reprocess_all(ctx: CycleContext, page_limit: int) -> ReprocessReport:
     page_after: str | None = None
     progress = ctx.progress("reprocess")
     progress.total = _blocked(ctx)
+    walk = ReprocessWalk(page_limit, caps.current_seq)
     while True:
         page = ctx.store.sync_reprocess(ctx.key, page_limit, page_after)
+        walk.accept(page)  # checked before anything of it is applied (#34)
         report.pages += 1
         if page.candidates:
             evaluated = start_evaluation(
@@ -644,7 +649,7 @@ def reprocess_all(ctx: CycleContext, page_limit: int) -> ReprocessReport:
             progress.add(len(evaluated))
         if not page.page.has_more:
             break
-        page_after = page.page.next_after
+        page_after = walk.next_after
     progress.done()
     report.outcomes = dict(sorted(outcomes.items()))
     return report
