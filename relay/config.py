@@ -12,17 +12,22 @@ invalid value fails startup before the relay listens.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from relay.errors import OperatorError
+from relay.limits import MAX_CONNECTIONS_PER_PEER, REQUEST_READ_TIMEOUT_SECONDS
 from wire.errors import WireError
 from wire.scalars import parse_seq
 
 DB_ENV = "SYNCENGINE_RELAY_DB"
 DATABASE_ENV = "SYNCENGINE_RELAY_DATABASE"
 RETENTION_ENV = "SYNCENGINE_RELAY_RETENTION_MAX_LIVE_MESSAGES"
+#: ``relay serve``'s connection bounds when no option sets them (#33).
+MAX_CONNECTIONS_PER_PEER_ENV = "SYNCENGINE_RELAY_MAX_CONNECTIONS_PER_PEER"
+REQUEST_READ_TIMEOUT_ENV = "SYNCENGINE_RELAY_REQUEST_READ_TIMEOUT"
 #: ``relay serve --shutdown-timeout`` default: after SIGTERM, in-flight
 #: requests get this long to finish before uvicorn cancels them.
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10
@@ -61,3 +66,35 @@ def parse_retention(value: str | None) -> int | None:
             f"unset {RETENTION_ENV} to disable automatic retention",
         )
     return count
+
+
+def max_connections_per_peer(env: Mapping[str, str] | None = None) -> int:
+    """``$SYNCENGINE_RELAY_MAX_CONNECTIONS_PER_PEER``, else
+    :data:`~relay.limits.MAX_CONNECTIONS_PER_PEER`."""
+    raw = (os.environ if env is None else env).get(MAX_CONNECTIONS_PER_PEER_ENV, "").strip()
+    if not raw:
+        return MAX_CONNECTIONS_PER_PEER
+    if not raw.isdigit() or int(raw) < 1:
+        raise OperatorError(
+            f"{MAX_CONNECTIONS_PER_PEER_ENV} must be a whole number of connections, 1 or more",
+            f"set it to e.g. {MAX_CONNECTIONS_PER_PEER}, or unset it",
+        )
+    return int(raw)
+
+
+def request_read_timeout(env: Mapping[str, str] | None = None) -> float:
+    """``$SYNCENGINE_RELAY_REQUEST_READ_TIMEOUT`` (seconds), else
+    :data:`~relay.limits.REQUEST_READ_TIMEOUT_SECONDS`."""
+    raw = (os.environ if env is None else env).get(REQUEST_READ_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return REQUEST_READ_TIMEOUT_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise OperatorError(
+            f"{REQUEST_READ_TIMEOUT_ENV} must be a positive number of seconds",
+            f"set it to e.g. {REQUEST_READ_TIMEOUT_SECONDS:g}, or unset it",
+        )
+    return seconds

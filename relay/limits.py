@@ -45,6 +45,7 @@ __all__ = [
     "LIVE_TICK_SECONDS",
     "MAX_BATCH",
     "MAX_BLOB_BYTES",
+    "MAX_CONNECTIONS_PER_PEER",
     "MAX_EXACT_PER_MEMBER",
     "MAX_EXACT_PER_TEAM",
     "MAX_MEMBERS",
@@ -60,6 +61,7 @@ __all__ = [
     "MAX_WAIT_SECONDS",
     "PAIRING_TOKEN_TTL_SECONDS",
     "PROTOCOL_VERSION",
+    "REQUEST_READ_TIMEOUT_SECONDS",
     "RETRY_AFTER_SECONDS",
     "STORABLE_CIPHERS",
     "SUPPORTED_VERSIONS",
@@ -98,3 +100,14 @@ LIVE_TICK_SECONDS: Final = 5.0
 #: ``Retry-After`` on 429 live-wait-limit: about one tick, by when a wait
 #: of the same credential has usually answered.
 LIVE_RETRY_AFTER_SECONDS: Final = 5
+
+# -- connections (#33: a hostile peer cannot hold the relay's sockets) -------------------------
+#: ``--max-connections-per-peer``: connections one peer address may hold at
+#: once; the excess is closed on accept. A device needs a few (one per
+#: request in flight, one live wait per team); 64 leaves room for a NAT.
+MAX_CONNECTIONS_PER_PEER: Final = 64
+#: ``--request-read-timeout``: seconds a client has, from connecting (or from
+#: the first byte of its next request on a kept-alive connection), to send a
+#: whole request — headers and body. A 2 MiB push at 1 Mbit/s takes ~17 s.
+#: A live wait is never cut: its request is whole before it starts waiting.
+REQUEST_READ_TIMEOUT_SECONDS: Final = 30.0

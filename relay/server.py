@@ -28,6 +28,7 @@ passphrase would have to come from argv or the environment.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import ipaddress
 import json
@@ -35,16 +36,21 @@ import signal
 import socket
 import ssl
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
 import uvicorn
 
-from relay.config import DEFAULT_SHUTDOWN_TIMEOUT_S
+from relay.config import (
+    DEFAULT_SHUTDOWN_TIMEOUT_S,
+    max_connections_per_peer,
+    request_read_timeout,
+)
 from relay.errors import OperatorError
 from relay.http.app import ProtocolHeaders, create_app
+from relay.http.connections import ConnectionGuard
 from relay.http.live import LiveOptions
 from relay.logformat import LogFormat, configure_logging
 from relay.storage.base import RelayStore
@@ -67,6 +73,10 @@ class ServeOptions:
     tls_keyfile: Path | None = None
     #: The live wait's bounds; ``None`` (``--no-live``) turns the extension off.
     live: LiveOptions | None = LiveOptions()  # noqa: RUF009 - frozen, never mutated
+    #: Connections one peer address may hold at once (relay/http/connections.py).
+    max_connections_per_peer: int = field(default_factory=max_connections_per_peer)
+    #: Seconds a client has to send a whole request (headers and body).
+    request_read_timeout: float = field(default_factory=request_read_timeout)
 
 
 def is_loopback(address: str) -> bool:
@@ -153,6 +163,70 @@ def _tls_files(options: ServeOptions) -> tuple[str | None, str | None]:
     return str(options.tls_certfile), str(options.tls_keyfile)
 
 
+def _guarded_protocol(guard: ConnectionGuard) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with the relay's connection rules
+    (relay/http/connections.py) applied at the transport: a peer over its
+    connection count is closed on accept, and a connection whose request is
+    not whole ``guard.read_timeout`` seconds after it connected (or after the
+    first byte of its next request) is closed. uvicorn has a keep-alive
+    timeout but none for a request being received; h11 is the parser
+    uvicorn picks without httptools, and the one pinned here."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11Protocol(H11Protocol):
+        _peer: str | None = None
+        _read_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            peername = transport.get_extra_info("peername")
+            peer = str(peername[0]) if isinstance(peername, tuple) and peername else "unknown"
+            if not guard.admit(peer):
+                transport.abort()  # nothing was read; uvicorn never sees it
+                return
+            self._peer = peer
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
+                if self._read_timer is None and self.conn.our_state in (h11.IDLE, h11.DONE):
+                    self._arm()  # the first byte of a request on a kept-alive connection
+            else:
+                self._disarm()  # the request is whole (or the connection is closing)
+
+        def on_response_complete(self) -> None:
+            self._disarm()  # an early answer (413, 4xx before the body) ends the wait too
+            super().on_response_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._peer is None:
+                return  # refused on accept: uvicorn never counted it
+            self._disarm()
+            guard.release(self._peer)
+            self._peer = None
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._read_timer = self.loop.call_later(guard.read_timeout, self._read_timed_out)
+
+        def _disarm(self) -> None:
+            if self._read_timer is not None:
+                self._read_timer.cancel()
+                self._read_timer = None
+
+        def _read_timed_out(self) -> None:
+            self._read_timer = None
+            if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):
+                return
+            guard.timed_out()
+            self.transport.abort()
+
+    return GuardedH11Protocol
+
+
 class _RelayServer(uvicorn.Server):
     """uvicorn's server whose exit signal also releases the open live waits."""
 
@@ -174,9 +248,14 @@ def serve(store: RelayStore, options: ServeOptions, *, announce: TextIO = sys.st
         sock = _bind(options.host, options.port)
         bound_address, bound_port = sock.getsockname()[:2]
         with_metrics = metrics_enabled(options.metrics, bound_address)
-        app = create_app(store, metrics=with_metrics, live=options.live)
+        guard = ConnectionGuard(
+            max_per_peer=options.max_connections_per_peer,
+            read_timeout=options.request_read_timeout,
+        )
+        app = create_app(store, metrics=with_metrics, live=options.live, connections=guard)
         config = uvicorn.Config(
             app,
+            http=_guarded_protocol(guard),
             log_level="warning",
             log_config=None,  # configure_logging owns every logger's format
             access_log=False,

@@ -48,6 +48,7 @@ from relay.errors import (
 )
 from relay.http import bodies, render
 from relay.http.body_cache import BodyCache
+from relay.http.connections import ConnectionGuard
 from relay.http.intake import (
     query_params,
     read_json_body,
@@ -400,6 +401,7 @@ def create_app(
     clock: Clock = utc_now,
     metrics: bool = False,
     live: LiveOptions | None = LiveOptions(),  # noqa: B008 - frozen, never mutated
+    connections: ConnectionGuard | None = None,
 ) -> ProtocolHeaders:
     """Build the v1 ASGI application around one store.
 
@@ -411,6 +413,10 @@ def create_app(
     ``Syncengine-Live`` header on capabilities, and :data:`LIVE_WAIT`);
     ``None`` (``--no-live``) leaves both out: no header, and the path is an
     unknown route.
+
+    ``connections`` is the server's connection rules (relay/server.py applies
+    them at the transport); with metrics on, ``/metrics`` counts what they
+    refused.
     """
     hub = LiveHub(store, live) if live is not None else None
     handlers = _Handlers(store, clock, hub)
@@ -426,7 +432,7 @@ def create_app(
     ]
     if hub is not None:
         table.append((LIVE_WAIT, get, handlers.live_wait))
-    instruments = RelayMetrics(store, hub) if metrics else None
+    instruments = RelayMetrics(store, hub, connections) if metrics else None
     if instruments is not None:
         table.append((METRICS_PATH, get, metrics_endpoint(instruments)))
     routes = [

@@ -32,12 +32,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from relay.errors import RelayError
+from relay.http.connections import ConnectionGuard
 from relay.http.intake import require_no_body
 from relay.http.live import LiveHub
 from relay.logformat import AccessRecord
 from relay.storage.base import RelayStore
 
-__all__ = ["METRICS_PATH", "LiveCollector", "RelayMetrics", "StoreCollector", "metrics_endpoint"]
+__all__ = [
+    "METRICS_PATH",
+    "ConnectionCollector",
+    "LiveCollector",
+    "RelayMetrics",
+    "StoreCollector",
+    "metrics_endpoint",
+]
 
 METRICS_PATH = "/metrics"
 _PREFIX = "syncengine_relay"
@@ -126,10 +134,40 @@ class LiveCollector:
             )
 
 
+class ConnectionCollector:
+    """Scrape-time figures of the connection rules (relay/http/connections.py)."""
+
+    def __init__(self, guard: ConnectionGuard) -> None:
+        self._guard = guard
+
+    def collect(self) -> Iterator[Metric]:
+        guard = self._guard
+        yield GaugeMetricFamily(
+            f"{_PREFIX}_connections_open",
+            "Client connections open now (admitted by the per-peer bound)",
+            value=guard.open,
+        )
+        refused = CounterMetricFamily(
+            f"{_PREFIX}_connections_refused",
+            "Connections closed by a connection rule, by reason "
+            "(per_peer: over --max-connections-per-peer on accept; "
+            "request_read_timeout: no whole request within --request-read-timeout)",
+            labels=("reason",),
+        )
+        for reason, count in sorted(guard.refused.items()):
+            refused.add_metric((reason,), count)
+        yield refused
+
+
 class RelayMetrics:
     """The request instruments and the store collector of one app, in one registry."""
 
-    def __init__(self, store: RelayStore, live: LiveHub | None = None) -> None:
+    def __init__(
+        self,
+        store: RelayStore,
+        live: LiveHub | None = None,
+        connections: ConnectionGuard | None = None,
+    ) -> None:
         self.registry = CollectorRegistry()
         self._requests = Counter(
             f"{_PREFIX}_http_requests",
@@ -147,6 +185,8 @@ class RelayMetrics:
         self.registry.register(StoreCollector(store))
         if live is not None:
             self.registry.register(LiveCollector(live))
+        if connections is not None:
+            self.registry.register(ConnectionCollector(connections))
 
     def observe(self, access: AccessRecord) -> None:
         """Count one finished request (called by the outermost ASGI layer)."""
