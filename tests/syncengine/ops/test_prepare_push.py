@@ -291,6 +291,52 @@ def test_a_failure_between_seal_and_publish_publishes_nothing_and_the_next_call_
     assert candidate.wire_id not in minted[:1]
 
 
+def test_an_age_v1_chunk_sealed_then_lost_before_publish_never_shows_its_wire_ids(
+    store: Store, key: BindingKey, age_identity: X25519Identity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AG-20 for age-v1 (age-v1-profile.md: an abandoned private wire ID
+    never appears): a crash at ``prepare.sealed`` after a whole age-v1 chunk
+    was sealed publishes nothing; the next prepare seals under fresh wire
+    IDs, and no abandoned one is in any row or bound into any envelope."""
+    _send(store, 3)
+    sealed_ids: list[str] = []
+    real_chunk = pp.seal_chunk
+
+    def recording(*args: Any) -> list[pp.Sealed | pp.BlockedSeal]:
+        items = real_chunk(*args)
+        sealed_ids.extend(item.wire_id for item in items if isinstance(item, pp.Sealed))
+        return items
+
+    def die(name: str) -> None:
+        if name == "prepare.sealed":
+            raise RuntimeError("injected crash after sealing")
+
+    monkeypatch.setattr(pp, "seal_chunk", recording)
+    monkeypatch.setattr(pp, "crash_point", die)
+    with pytest.raises(RuntimeError):
+        store.sync_prepare_push(key, prepare_age(age_identity), 10)
+    abandoned = set(sealed_ids)
+    assert len(abandoned) == 3
+    assert table(store.conn, "SELECT count(*) FROM sync_push") == [(0,)]
+    monkeypatch.setattr(pp, "crash_point", lambda name: None)
+    candidates = store.sync_prepare_push(key, prepare_age(age_identity), 10).candidates
+    assert len(candidates) == 3
+    assert abandoned.isdisjoint(c.wire_id for c in candidates)
+    stored = {str(row[0]) for row in table(store.conn, "SELECT wire_id FROM sync_push")}
+    assert abandoned.isdisjoint(stored)
+    # The age-v1 context binds the wire ID inside each ciphertext: decrypting
+    # with the identity shows only the new IDs.
+    from wire.outcome import Importable
+    from wire.profiles import Binding, OpenContext, open_envelope
+
+    for candidate in candidates:
+        ctx = OpenContext(
+            binding=Binding(key.remote_team_id, candidate.wire_id, 1),
+            identities={"epoch-1": age_identity},
+        )
+        assert isinstance(open_envelope(candidate.envelope, ctx), Importable)
+
+
 def test_prepare_publishes_every_new_reservation_of_a_call_in_one_transaction(
     store: Store, key: BindingKey, monkeypatch: pytest.MonkeyPatch
 ) -> None:
