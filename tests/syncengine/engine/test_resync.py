@@ -6,6 +6,7 @@ idempotent rerun, and what the binding looks like afterwards."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -260,3 +261,37 @@ def test_the_410_failure_remedy_names_the_resync_command(
         engine.pull()
     assert "syncengine resync" in classify(caught.value).remediation
     assert "--accept-floor 2" in engine.status().engine.last_error_remediation  # type: ignore[operator]
+
+
+def _table(engine: Engine, name: str) -> list[tuple[object, ...]]:
+    return sorted(engine.store.conn.execute(f"SELECT * FROM {name}").fetchall(), key=repr)
+
+
+def test_a_resync_leaves_key_epochs_security_history_and_relay_claims_as_they_were(
+    make_engine: MakeEngine, relay: FakeRelay, tmp_path: Path
+) -> None:
+    """RG-16 (retention-gap-resynchronization.md: only the transport cursor
+    moves): the key epochs, the local security history and the relay's
+    recorded claims are not touched by the approval itself."""
+    from wire.age_keys import X25519Identity
+
+    identity = X25519Identity.generate()
+    recipients = tmp_path / "recipients.txt"
+    recipients.write_text(identity.recipient.to_string() + "\n")
+    engine = make_engine(key_id="epoch-1", recipients_file=str(recipients))
+    fall_behind(engine, relay)
+    kept = ("engine_key_epochs", "engine_security_history")
+    before = {name: _table(engine, name) for name in kept}
+    assert before["engine_key_epochs"], "the machine has an epoch to keep"
+    seen = engine.store.conn.execute(
+        "SELECT seen_floor, seen_current_seq FROM engine_status"
+    ).fetchall()
+    engine.resync(6)
+    assert {name: _table(engine, name) for name in kept} == before
+    after = engine.store.conn.execute(
+        "SELECT seen_floor, seen_current_seq FROM engine_status"
+    ).fetchall()
+    # What the relay claimed is only ever max-merged from its own snapshots:
+    # the approval neither raised nor lowered it.
+    assert after == seen or after == [(6, relay.current_seq)]
+    assert binding_row(engine)[2] == 6
