@@ -295,3 +295,31 @@ def test_a_resync_leaves_key_epochs_security_history_and_relay_claims_as_they_we
     # the approval neither raised nor lowered it.
     assert after == seen or after == [(6, relay.current_seq)]
     assert binding_row(engine)[2] == 6
+
+
+@pytest.mark.parametrize(
+    ("lie", "named"),
+    [("generation", "another generation"), ("gap", "does not describe the requested gap")],
+)
+def test_a_driver_result_that_contradicts_its_status_or_the_request_is_refused(
+    make_engine: MakeEngine, relay: FakeRelay, lie: str, named: str
+) -> None:
+    """RG-11: the engine reads the driver's result back through the strict
+    parser and cross-checks it against the driver's own status and the
+    request it made; a driver that answers otherwise is refused."""
+    from syncengine.ids import new_uuid4 as fresh_generation
+    from syncengine.ops.resync import SyncResyncAudit, SyncResyncResult
+
+    engine = make_engine()
+    fall_behind(engine, relay)
+    real = engine.store.sync_resync
+
+    def lying(key: object, request: SyncResync) -> SyncResyncResult:
+        result = real(key, request)  # type: ignore[arg-type]
+        if lie == "generation":
+            return SyncResyncResult(fresh_generation(), result.audit)
+        return SyncResyncResult(result.driver_generation, SyncResyncAudit(0, request.current_seq))
+
+    engine.store.sync_resync = lying  # type: ignore[method-assign]
+    with pytest.raises(ResyncRefused, match=named):
+        engine.resync(6)
