@@ -1119,3 +1119,31 @@ def test_a_prepare_lost_after_commit_keeps_the_floor_and_a_retry_emits_the_same_
     monkeypatch.setattr(connection, "crash_point", lambda point: None)
     again = scene.prepare(floor=1, alice="alicia")
     assert again == Prepared({"bob": 1}, {("bob", three)}, {"alice": REASON_NAME_MISMATCH})
+
+
+def test_a_replaced_bindings_read_overlay_is_never_consulted(scene: Scene) -> None:
+    """RS-3: after a binding is retired and the team bound anew (``connect
+    --replace``), the old binding's remote facts neither cover messages for
+    the new one's answers nor receive the reads made since."""
+    scene.pull(1, "m1")
+    scene.pull(2, "m2")
+    old = scene.store.sync_binding(scene.key)
+    assert old is not None
+    scene.store.sync_retire_binding(scene.key, old.revision)
+    # A stale remote fact left on the old binding: bob read far ahead there.
+    with write_transaction(scene.store.conn, scene.store.path, "test.seed") as conn:
+        conn.execute(
+            "INSERT INTO read_remote_frontiers (binding_pk, member_id, server_seq)"
+            " VALUES (?, ?, ?)",
+            (old.pk, scene.ids["bob"], 100),
+        )
+    outbox_before = scene.rows("read_outbox")
+    fresh = new_key("dev")
+    scene.store.sync_bind(fresh)
+    context = SyncReadContext(0, 0, tuple((m, n) for n, m in scene.ids.items()), ())
+    answers = {a.member_id: a for a in scene.store.sync_prepare_read_state(fresh, context).answers}
+    bob = answers[scene.ids["bob"]]
+    assert isinstance(bob, SyncReadFrontier) and bob.server_seq == 0  # not the old 100
+    assert scene.unread("bob") == ["m1", "m2"]
+    scene.read("m1")
+    assert scene.rows("read_outbox") == outbox_before  # nothing queued on the retired binding
