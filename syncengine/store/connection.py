@@ -57,6 +57,7 @@ from syncengine.store.errors import (
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_MS",
     "WAL_AUTOCHECKPOINT_PAGES",
+    "WAL_FOLD_OVER_BYTES",
     "WAL_SIZE_LIMIT_BYTES",
     "close_connection",
     "fold_wal",
@@ -83,6 +84,12 @@ WAL_AUTOCHECKPOINT_PAGES = 8000
 #: commit truncates the file to this size, so a long-lived connection (``run``)
 #: does not keep a WAL grown by one large sync for the rest of its life.
 WAL_SIZE_LIMIT_BYTES = 4 * 1024 * 1024
+#: A writer folds the WAL in on close only when it is larger than this. The
+#: last connection out needs no help (SQLite's close checkpoints and deletes
+#: the WAL); beside another open connection (``run``) a fold costs a
+#: checkpoint and its fsyncs (~14 ms a command measured), so a small WAL is
+#: left to the automatic checkpoint and ``journal_size_limit``.
+WAL_FOLD_OVER_BYTES = 1024 * 1024
 #: Below this much free space an I/O error of SQLite's is reported as a full
 #: filesystem: a -shm file needs 32 KiB, a page 4 KiB.
 _NO_ROOM_BYTES = 64 * 1024
@@ -389,19 +396,25 @@ def fold_wal(conn: Any) -> bool:
 
 
 def close_connection(conn: Any, path: Path) -> None:
-    """Close ``conn``; if it wrote, fold the WAL in first (:func:`fold_wal`).
+    """Close ``conn``; if it wrote and the WAL is over
+    :data:`WAL_FOLD_OVER_BYTES`, fold the WAL in first (:func:`fold_wal`).
 
-    When this is the last connection, SQLite's own close would checkpoint
-    and delete the WAL anyway — the explicit fold costs nothing more there;
-    when another connection is open but idle (``run``), it still truncates
-    a WAL this command grew. A read-only connection skips it. A fold that
-    fails for room is logged with the WAL's size: the next command that
-    writes folds it in once there is space.
+    When this is the last connection, SQLite's own close checkpoints and
+    deletes the WAL anyway; when another connection is open but idle
+    (``run``), the fold still truncates a WAL this command grew. A
+    read-only connection skips it. A fold that fails for room is logged
+    with the WAL's size: the next command folds it in once there is space.
     """
     apsw = _apsw()
+    wal_path = Path(f"{path}-wal")
     try:
-        if conn.total_changes() and not fold_wal(conn) and _no_room(path):
-            wal = _size(Path(f"{path}-wal"))
+        if (
+            conn.total_changes()
+            and _size(wal_path) > WAL_FOLD_OVER_BYTES
+            and not fold_wal(conn)
+            and _no_room(path)
+        ):
+            wal = _size(wal_path)
             if wal:
                 _log.warning(
                     "store %s: its write-ahead log (%s) stays until there is room to fold it "

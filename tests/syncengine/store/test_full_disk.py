@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from syncengine.store import OutgoingMessage, Store, StoreFull
+from syncengine.store.connection import WAL_FOLD_OVER_BYTES
 
 SIZE = "2m"
 
@@ -159,7 +160,7 @@ def test_a_writer_closing_beside_an_idle_connection_truncates_the_wal(tmp_path: 
             writer.send_many(
                 [OutgoingMessage("crew", "alice", "bob", f"m{i} " + "z" * 500) for i in range(3000)]
             )
-            assert sizes(store)["store.db-wal"] > 1_000_000
+            assert sizes(store)["store.db-wal"] > WAL_FOLD_OVER_BYTES
         assert sizes(store)["store.db-wal"] == 0
         assert len(idle.history("crew")) == 3001
 
