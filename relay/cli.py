@@ -313,6 +313,8 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from relay.extras import install_hint
+
     try:
         from relay.http.live import LiveOptions
         from relay.server import ServeOptions, serve  # uvicorn only loads for this command
@@ -320,7 +322,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise OperatorError(
             f"the relay server needs the 'relay' extra ({exc.name or 'starlette/uvicorn'} "
             "is not installed)",
-            "install it from the syncengine checkout: pip install -e '.[relay]'",
+            install_hint("relay"),
         ) from None
 
     raw = args.retention_max_live_messages

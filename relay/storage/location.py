@@ -46,10 +46,10 @@ def _postgres() -> type[PostgresRelayStore]:
     try:
         from relay.storage.postgres import PostgresRelayStore
     except ImportError:
+        from relay.extras import install_hint
+
         raise OperatorError(
-            "PostgreSQL support is not installed",
-            "install the 'postgres' extra from the syncengine checkout: "
-            "pip install -e '.[postgres]'",
+            "PostgreSQL support is not installed", install_hint("postgres")
         ) from None
     return PostgresRelayStore
 
