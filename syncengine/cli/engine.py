@@ -892,6 +892,7 @@ def _status_text(obj: dict[str, Any]) -> str:
         + (", ".join(f"{k} {v}" for k, v in obj["quarantine"].items()) or "empty"),
         f"state           {obj['state']}" + (" (engine running)" if obj["engine_running"] else ""),
         f"delivery        {obj['delivery']['mode']}: {obj['delivery']['reason']}",
+        *(f"WARNING         {warning}" for warning in obj.get("warnings", ())),
         f"last success    {obj['last_success_at'] or 'never'}",
     ]
     failure = obj["last_failure"]

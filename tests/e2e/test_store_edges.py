@@ -105,6 +105,8 @@ def test_a_store_others_can_read_is_a_status_warning_and_a_doctor_failure(
     assert status.returncode == 0, status
     warning = json.loads(status.stdout)["warnings"][0]  # then its -wal/-shm, made alike
     assert str(a.store) in warning and "0644" in warning and f"chmod 600 {a.store}" in warning
+    text = run_cli(a, "status").stdout
+    assert f"WARNING         {warning}" in text.splitlines()
     doctor = run_cli(a, "doctor", "--json")
     checks = {c["check"]: c for c in json.loads(doctor.stdout)["checks"]}
     assert doctor.returncode == 1
