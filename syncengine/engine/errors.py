@@ -268,7 +268,14 @@ def classify(exc: BaseException) -> FailureRecord:
         if isinstance(exc, StoreBusy):
             state, remedy = EngineState.BACKOFF, "Another process holds the store; retried."
             return FailureRecord(state, "store-busy", name, str(exc), remedy, None, EXIT_TRANSIENT)
-        remedy = "See the message; the store named the rule that failed."
+        # A store failure that carries its own fix (a full disk, a store
+        # others can write) says it; the others named their rule already.
+        own = getattr(exc, "remediation", None)
+        remedy = (
+            own
+            if isinstance(own, str) and own
+            else ("See the message; the store named the rule that failed.")
+        )
         code = "store-corrupt" if isinstance(exc, CorruptStore) else "store-error"
         if isinstance(exc, MissingDependency):
             code = "missing-deps"
