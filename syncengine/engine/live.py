@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from syncengine.engine.errors import StopRequested
+from syncengine.engine.limits import RunSettings
 
 if TYPE_CHECKING:
     from syncengine.http.client import RelayClient
@@ -100,6 +101,16 @@ RETRY_CAP = 60.0
 UNSUPPORTED_RECHECK = 300.0
 
 
+#: The watch's retry waits: the run loop's own backoff rule, to RETRY_CAP.
+_RETRY = RunSettings(backoff_base=1.0, backoff_cap=RETRY_CAP)
+
+
+def _doubled(spacing: float, cap: float) -> float:
+    """The spacing after a wake that brought nothing: from WAKE_SPACING,
+    doubling, never past ``cap``."""
+    return min(cap, max(WAKE_SPACING, spacing * 2))
+
+
 class Delivery(enum.StrEnum):
     LIVE = "live"
     POLLING = "polling"
@@ -149,7 +160,8 @@ def _now() -> str:
 
 class LocalChanges:
     """Whether anything a cycle would send changed in the store since
-    :meth:`mark` — read cheaply enough to ask twenty times a second."""
+    :meth:`mark`: the change counter first, a fingerprint only after
+    another connection committed — cheap enough to ask on every ring."""
 
     def __init__(self, store: Store, team: str) -> None:
         self._store = store
@@ -245,7 +257,7 @@ class RelayWatch(threading.Thread):
         return self._halt.wait(seconds) or self._halt.is_set
 
     def run(self) -> None:
-        from syncengine.http.errors import RelayRefusal, TransientFailure
+        from syncengine.http.errors import RelayRefusal
 
         client: RelayClient | None = None
         failures = 0
@@ -260,25 +272,16 @@ class RelayWatch(threading.Thread):
                     answer = self._ask(client, after, read_after)
                 except StopRequested:
                     return
-                except (RelayRefusal, TransientFailure) as exc:
+                except Exception as exc:  # any failure of the wait: poll, retry later
                     failures += 1
-                    unsupported = getattr(exc, "status", None) in (404, 405)
-                    if unsupported:
+                    if isinstance(exc, RelayRefusal) and exc.status in (404, 405):
                         reason = "the relay does not offer the live wait"
                         wait = UNSUPPORTED_RECHECK
                     else:
                         reason = f"the live wait failed ({type(exc).__name__}: {exc})"
-                        wait = min(RETRY_CAP, 2.0 ** min(failures - 1, 10))
+                        wait = _RETRY.backoff(failures)
                     self._set_state(Delivery.POLLING, reason)
                     if self._pause(wait):
-                        return
-                    continue
-                except Exception as exc:  # a relay we cannot trust: poll, retry later
-                    failures += 1
-                    self._set_state(
-                        Delivery.POLLING, f"the live wait failed ({type(exc).__name__}: {exc})"
-                    )
-                    if self._pause(min(RETRY_CAP, 2.0 ** min(failures - 1, 10))):
                         return
                     continue
                 failures = 0
@@ -399,7 +402,7 @@ class Waker:
         if head_after > head_before:
             self._spacing = 0.0  # the stream moved: the relay's word is good again
         elif self.reason == "relay":  # woken for nothing new: the next wake waits longer
-            self._spacing = min(interval, max(WAKE_SPACING, self._spacing * 2))
+            self._spacing = _doubled(self._spacing, interval)
         return self.local is not None and self.local.changed()
 
     def wait(self, seconds: float) -> str:
@@ -503,7 +506,7 @@ class WaitPuller(threading.Thread):
                     if announced is not None and engine.transport_cursor() < announced:
                         # The relay announced a head the pull did not reach:
                         # the next pull waits longer (a lie cannot make us spin).
-                        spacing = min(DEFAULT_INTERVAL, max(WAKE_SPACING, spacing * 2))
+                        spacing = _doubled(spacing, DEFAULT_INTERVAL)
                         if self._halt.wait(spacing):
                             return
                     else:
@@ -542,7 +545,7 @@ class WaitPuller(threading.Thread):
                 except Exception as exc:  # the waiter keeps watching the store
                     failures += 1
                     _log.debug("wait: pull failed (%s: %s)", type(exc).__name__, exc)
-                    if self._halt.wait(min(RETRY_CAP, 2.0 ** min(failures - 1, 10))):
+                    if self._halt.wait(_RETRY.backoff(failures)):
                         return
         finally:
             if client is not None:

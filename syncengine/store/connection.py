@@ -201,10 +201,8 @@ def _io_error(path: Path, cause: str) -> StoreIOError:
 
 
 def _owner(uid: int) -> str:
-    try:
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except KeyError:
-        return f"uid {uid}"
+    name = _owner_name(uid)
+    return f"uid {uid}" if name == str(uid) else f"{name} (uid {uid})"
 
 
 def _mode_text(info: os.stat_result) -> str:
