@@ -543,6 +543,23 @@ def _v13_history_counts(conn: Any) -> None:
     )
 
 
+def _v14_quarantine_outcomes(conn: Any) -> None:
+    """Reserved for issue #33/#34: new terminal quarantine outcomes (a
+    message sealed before this machine joined; a header that contradicts its
+    epoch manifest). Filled in by the change that adds them."""
+
+
+def _v15_epoch_checkpoints(conn: Any) -> None:
+    """Reserved for issue #34: the retained epoch-snapshot checkpoint
+    (revision, digest, writer generation). Filled in by the change that
+    adds it."""
+
+
+def _v16_reserved_names(conn: Any) -> None:
+    """Reserved for issue #34: member names renamed away, kept reserved for
+    their team. Filled in by the change that adds it."""
+
+
 #: Migration ``i`` takes the schema from version ``i`` to ``i + 1``.
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v1_registry,
@@ -558,6 +575,9 @@ MIGRATIONS: tuple[Callable[[Any], None], ...] = (
     _v11_key_epochs,
     _v12_adoptable_imports,
     _v13_history_counts,
+    _v14_quarantine_outcomes,
+    _v15_epoch_checkpoints,
+    _v16_reserved_names,
 )
 LATEST_VERSION = len(MIGRATIONS)
 
