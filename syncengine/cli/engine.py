@@ -902,7 +902,7 @@ def _status_text(obj: dict[str, Any]) -> str:
             + (
                 f"a later sync succeeded at {obj['last_success_at']})"
                 if obj["failures_since_success"] == 0
-                else "the operator's resume or resync cleared it)"
+                else "the operator's resume, resync or connect --replace cleared it)"
             )
         )
     elif failure:

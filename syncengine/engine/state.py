@@ -18,12 +18,24 @@ from typing import Any
 from syncengine.engine.epochs import EpochHistory, KeyEpoch
 from syncengine.engine.errors import AlreadyConnected, FailureRecord, NotConnected
 from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
-from syncengine.http.errors import EngineState
+from syncengine.http.errors import (
+    AccessDenied,
+    CredentialStoreError,
+    EngineState,
+    IntermediaryFailure,
+    RedirectRefused,
+    RelayUnavailable,
+    TeamNotFound,
+    TlsVerificationFailed,
+    TransportFailure,
+    Unauthenticated,
+)
 from syncengine.ops.bindings import BindingKey, SyncBinding, open_binding
 from syncengine.store import teams
 from syncengine.store.errors import UnknownTeam
 
 __all__ = [
+    "REPLACE_RESOLVES",
     "ConnectionRecord",
     "EngineStatusRow",
     "append_key_epoch",
@@ -375,11 +387,40 @@ def record_halt(conn: Any, binding_pk: int, code: str, message: str, now: str) -
     )
 
 
+#: The failures a completed ``connect --replace`` answers (issue #33: status
+#: kept showing them with their old remedy, usually "connect --replace",
+#: after the operator had done just that). The pairing exchange has just
+#: reached the relay at the recorded endpoint, over verified TLS and without a
+#: redirect, and the relay admitted a fresh credential of this very instance
+#: and team — so a refused, lost or unreadable credential, an unknown team,
+#: and a relay that could not be reached are no longer the binding's state.
+#: Anything else (a full disk, a halt, a resync marker, a rejected payload)
+#: is untouched by a new credential and keeps its remedy.
+REPLACE_RESOLVES: tuple[str, ...] = tuple(
+    cls.__name__
+    for cls in (
+        Unauthenticated,
+        AccessDenied,
+        TeamNotFound,
+        CredentialStoreError,
+        TransportFailure,
+        IntermediaryFailure,
+        RelayUnavailable,
+        RedirectRefused,
+        TlsVerificationFailed,
+    )
+)
+
+
 def replace_credential(
     conn: Any, binding_pk: int, *, endpoint: str, credential_id: str, credential_path: str
 ) -> None:
     """``connect --replace``: the binding presents a new credential (and
-    reaches the relay at ``endpoint``); nothing else of it changes."""
+    reaches the relay at ``endpoint``); nothing else of it changes, except
+    that a standing failure of the old credential or address (:data:`REPLACE_RESOLVES`)
+    is resolved — state ``ok``, as ``resume`` and ``resync`` leave the binding
+    they unblock (specs/engine.md "Pairing again"). The failure itself is kept
+    for the record; ``status`` shows it as resolved."""
     conn.execute(
         "UPDATE engine_bindings SET endpoint = ?, credential_id = ?, credential_path = ?"
         " WHERE binding_pk = ?",
@@ -387,6 +428,12 @@ def replace_credential(
     )
     if conn.changes() != 1:
         raise RuntimeError(f"binding {binding_pk} vanished during connect --replace")
+    classes = ", ".join("?" * len(REPLACE_RESOLVES))
+    conn.execute(
+        "UPDATE engine_status SET state = 'ok' WHERE binding_pk = ?"
+        f" AND state IN ('refused', 'backoff') AND last_error_class IN ({classes})",
+        (binding_pk, *REPLACE_RESOLVES),
+    )
 
 
 def remove_connection(conn: Any, binding_pk: int) -> None:
