@@ -166,10 +166,14 @@ def main() -> int:
     for side in ("served", "process"):
         for op in ("send", "list"):
             calls_of = figures[f"{side} {op}"]
+
+            def over_bare(i: int, c: list[float] = calls_of) -> float:
+                return c[i] - figures["bare"][i]
+
             report.add(
                 Figure(
                     f"bash-file storage_{op} ({side}) over a bare python start",
-                    per_round_median(lambda i, c=calls_of: c[i] - figures["bare"][i]) * 1000,
+                    per_round_median(over_bare) * 1000,
                     "ms",
                     target="< 60" if side == "served" else None,
                     anchor="python -c pass",
@@ -178,10 +182,16 @@ def main() -> int:
             )
     for op in ("send", "list"):
         served_of, standin_of = figures[f"served {op}"], figures[f"standin {op}"]
+
+        def served_over_standin(
+            i: int, a: list[float] = served_of, b: list[float] = standin_of
+        ) -> float:
+            return a[i] / b[i]
+
         report.add(
             Figure(
                 f"bash-file storage_{op} (served) / bundled stand-in",
-                per_round_median(lambda i, a=served_of, b=standin_of: a[i] / b[i]),
+                per_round_median(served_over_standin),
                 "x",
                 anchor="bundled sqlite3-CLI driver stand-in",
                 detail=f"stand-in {statistics.median(standin_of) * 1000:.2f} ms/call",

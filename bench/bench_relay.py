@@ -63,7 +63,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._common import (  # noqa: E402
+from _common import (  # noqa: E402
     Figure,
     Report,
     TreeMemorySampler,

@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
             os.fsync(out.fileno())
         return value
 
-    ids.new_uuid4 = recording  # type: ignore[assignment]
+    ids.new_uuid4 = recording
     if command == "driver":
         from syncengine.cli import main as cli_main
 

@@ -412,10 +412,12 @@ def _check_read_facts(store: Store, world: World, op: str, before: Facts) -> Non
     mapping = _mapping_by_seq(store)
     for reader, seq, msg_id in now.events - before.events:
         assert seq is not None and msg_id is None, "only held messages are projected"
-        recipient, member = recipients[seq]
+        recipient, member_id = recipients[seq]
         assert reader == recipient, "a read projected onto somebody else than the recipient"
         assert seq in mapping, "a read projected onto a message with no durable mapping"
-        assert covered(member, *mapping[seq]), f"read of seq {seq} by {member} is not justified"
+        assert covered(member_id, *mapping[seq]), (
+            f"read of seq {seq} by {member_id} is not justified"
+        )
     for recipient, seq in now.read - before.read:
         assert recipients[seq][0] == recipient
         assert covered(recipients[seq][1], *mapping[seq]), f"seq {seq} read without a cause"

@@ -6,5 +6,5 @@ bash scripts/setup.sh
 . .venv/bin/activate
 ruff check .
 ruff format --check .
-mypy --strict wire syncengine relay
+mypy --strict wire syncengine relay bench crash_tests
 pytest "$@"
