@@ -97,16 +97,24 @@ def _check_names(store: Any, team: str, names: tuple[str, str]) -> None:
     a message it holds), and when the team has a roster here (``team
     create`` or the relay's members) both names must be on it. A team typed
     wrong would otherwise take the message into a team that never syncs
-    (issue #33). A store that knows no team yet takes the first one named,
-    as the storage contract does: there is nothing to mistype. The contract
-    itself interns any valid name on first use (hosts keep their own
-    registry: ``syncengine driver send``), so this guard lives in the
+    (issue #33). A store that knows no team at all is refused too, with
+    how to make one: every journey of the README creates or joins the team
+    before its first ``send``, so a team-less store is almost always a
+    mistyped ``--store`` (a new empty file) or a skipped step, and taking the
+    message would strand it in a team that never syncs (specs/store.md §4).
+    The contract itself interns any valid name on first use (hosts keep their
+    own registry: ``syncengine driver send``), so this guard lives in the
     command only."""
     from syncengine.store import InvalidInput, UnknownTeam
+    from syncengine.store.names import check_local_agent, check_local_team
 
     known = _known_teams(store)
     if not known:
-        return
+        # A malformed name is named as such first, as the store would.
+        check_local_team(team)
+        check_local_agent(names[0], "from")
+        check_local_agent(names[1], "to")
+        raise InvalidInput("team", _no_team_yet_text(store.path, team, names))
     if team not in known:
         raise InvalidInput("team", _unknown_team_text(team, known))
     try:
@@ -140,6 +148,20 @@ def _unknown_team_text(team: str, known: list[str]) -> str:
         return text + suggestion
     listed = ", ".join(known[:10])
     return text + f" (its teams: {listed}); create it with 'syncengine team create'"
+
+
+def _no_team_yet_text(path: Any, team: str, names: tuple[str, str]) -> str:
+    """One line for a store with no team yet: what was found, and both ways
+    to get the team (create it here, or join it through a relay)."""
+    import shlex
+
+    members = " ".join(f"--member {shlex.quote(n)}" for n in dict.fromkeys(names))
+    return (
+        f"store {path} has no team yet, so none named {team!r}; create it with "
+        "'syncengine team create "
+        f"{shlex.quote(team)} {members}' or join it with 'syncengine connect', "
+        "then send again"
+    )
 
 
 def _did_you_mean(name: str, choices: list[str]) -> str:
