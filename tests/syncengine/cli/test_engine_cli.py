@@ -273,6 +273,7 @@ def test_send_with_a_body_that_is_not_utf8_is_a_clear_error_not_a_traceback(
 
 def test_send_from_stdin_drops_the_one_line_end_a_shell_adds(tmp_path: Path) -> None:
     store = tmp_path / "s.db"
+    assert run("team", "create", "crew", store=store).returncode == 0
     assert (
         run("send", "crew", "alice", "bob", "-", store=store, stdin="two\nlines\n").returncode == 0
     )
@@ -282,7 +283,8 @@ def test_send_from_stdin_drops_the_one_line_end_a_shell_adds(tmp_path: Path) -> 
 
 def test_team_rename_member_moves_the_agents_messages_to_the_new_name(tmp_path: Path) -> None:
     store = tmp_path / "s.db"
-    assert run("send", "crew", "alice", "bob", "-", store=store, stdin="hi").returncode == 0
+    # The contract's send interns both names (people's ``send`` needs a team).
+    assert run("driver", "send", "crew", "alice", "bob", store=store, stdin="hi").returncode == 0
     renamed = run("team", "rename-member", "crew", "bob", "robert", store=store)
     assert renamed.returncode == 0, renamed.stderr
     shown = run("inbox", "crew", "robert", "--json", store=store)
