@@ -21,6 +21,7 @@ __all__ = [
     "CRASH_EXIT_CODE",
     "CRASH_POINTS",
     "ENGINE_CRASH_POINTS",
+    "NAME_CRASH_POINTS",
     "RESTORE_CRASH_POINTS",
     "STAGE1_CRASH_POINTS",
     "STAGE2_CRASH_POINTS",
@@ -142,6 +143,12 @@ STORE_CRASH_POINTS: tuple[str, ...] = tuple(
 #: linked to its kept name, the copy renamed over the path.
 RESTORE_CRASH_POINTS: tuple[str, ...] = ("restore.staged", "restore.old_kept", "restore.swapped")
 
+#: Reserved names (syncengine/store/reserved_names.py; proven by
+#: crash_tests/test_reserved_name_crash_points.py): inside a rename, between
+#: the member row's update and its old name's reservation; inside migration
+#: 16, after the recovered reservations are written and before its commit.
+NAME_CRASH_POINTS: tuple[str, ...] = ("team.rename_member.reserved", "store.migrate.reserved_names")
+
 #: Every crash point: the Stage-1 ones, stage 2's, the engine's, the store's, restore's.
 CRASH_POINTS: tuple[str, ...] = (
     STAGE1_CRASH_POINTS
@@ -149,6 +156,7 @@ CRASH_POINTS: tuple[str, ...] = (
     + ENGINE_CRASH_POINTS
     + STORE_CRASH_POINTS
     + RESTORE_CRASH_POINTS
+    + NAME_CRASH_POINTS
 )
 
 _ARMED: str | None = os.environ.get("SYNCENGINE_CRASH_AT") or None

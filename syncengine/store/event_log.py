@@ -37,6 +37,7 @@ from syncengine.store.messages import check_body, log_tip
 from syncengine.store.names import check_message_id
 from syncengine.store.read_state import advance_frontier
 from syncengine.store.records import ORIGIN_IMPORTED, ORIGIN_LOCAL, dump_record
+from syncengine.store.reserved_names import FORMER_HOLDER
 from syncengine.store.teams import NameCache, intern_pair
 from wire.errors import WireError
 from wire.scalars import check_timestamp
@@ -274,6 +275,7 @@ def _resolve_names(
         cache,
         team_field=f"{where}.team",
         agent_field=f"{where}.{agent_key}",
+        former=FORMER_HOLDER,  # a fact sealed under a former name is its holder's
     )
 
 

@@ -556,8 +556,13 @@ def _v15_epoch_checkpoints(conn: Any) -> None:
 
 
 def _v16_reserved_names(conn: Any) -> None:
-    """Reserved for issue #34: member names renamed away, kept reserved for
-    their team. Filled in by the change that adds it."""
+    """Member names renamed away, kept reserved for their team (issue #34;
+    specs/store.md §4.1): the table, seeded from the former names the
+    store's plaintext envelopes still prove (``seed_from_history``)."""
+    from syncengine.store.reserved_names import RESERVED_NAMES_TABLE, seed_from_history
+
+    conn.execute(RESERVED_NAMES_TABLE)
+    seed_from_history(conn)
 
 
 #: Migration ``i`` takes the schema from version ``i`` to ``i + 1``.
@@ -603,6 +608,7 @@ REQUIRED_TABLES = frozenset(
         "engine_bindings",
         "engine_security_history",
         "engine_status",
+        "reserved_names",
     }
 )
 

@@ -219,7 +219,7 @@ class Store:
         """Rename one agent; its messages, reads and relay member ID follow
         (one transaction)."""
         with write_transaction(self.conn, self.path, "team.rename_member") as conn:
-            teams.rename_member(conn, team, old, new)
+            teams.rename_member(conn, team, old, new, _now())
 
     def add_members(self, team: str, members: Sequence[str]) -> Team:
         with write_transaction(self.conn, self.path, "team.add_members") as conn:

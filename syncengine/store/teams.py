@@ -15,6 +15,9 @@ team. Every other table refers to teams and members by integer key, so a
 rename is one row update inside one transaction and every dependent row
 (messages, read events, frontiers) follows it atomically — the rename
 discipline of read-state-synchronization.md "Store-owned composite frontier".
+The name a member is renamed away from stays reserved for it
+(:mod:`syncengine.store.reserved_names`): no other member of the team may
+take it, through any path of this module.
 
 These functions run inside a transaction the caller opened.
 """
@@ -28,6 +31,15 @@ from syncengine.ids import new_uuid7
 from syncengine.store.errors import Conflict, InvalidInput, UnknownAgent, UnknownTeam
 from syncengine.store.names import check_local_agent, check_local_team
 from syncengine.store.records import Member, Team
+from syncengine.store.reserved_names import (
+    FORMER_HOLDER,
+    FORMER_REFUSED,
+    FormerName,
+    holder_of,
+    record_rename,
+    refusal,
+    reserved_in_team,
+)
 
 __all__ = [
     "MAX_MEMBERS",
@@ -102,8 +114,13 @@ def require_reader(conn: Any, team: str, agent: str) -> None:
     key = find_team(conn, team)
     if key is None:
         raise UnknownTeam(team)
-    if find_member(conn, key, agent) is None and _roster_count(conn, key):
-        raise UnknownAgent(team, agent)
+    if find_member(conn, key, agent) is None:
+        # A former name is not a typo: say whose it was and what it is now.
+        reserved = refusal(conn, key, agent, "agent")
+        if reserved is not None:
+            raise reserved
+        if _roster_count(conn, key):
+            raise UnknownAgent(team, agent)
 
 
 def intern_team(conn: Any, name: str, now: str) -> int:
@@ -131,10 +148,14 @@ def intern_pair(
     *,
     team_field: str = "team",
     agent_field: str = "agent",
+    former: FormerName = FORMER_REFUSED,
 ) -> tuple[int, int]:
     """Check both names and return their keys, recording either on first
     use: what every storage write does with the names it is given. A
-    ``cache`` spares repeated lookups within one transaction."""
+    ``cache`` spares repeated lookups within one transaction. A name some
+    member was renamed away from is refused, or — for ``former="holder"``,
+    a pulled or imported fact — resolves to that member
+    (:func:`intern_member`)."""
     if cache is not None:
         hit = cache.get((team, agent))
         if hit is not None:
@@ -142,7 +163,7 @@ def intern_pair(
     check_local_team(team, team_field)
     check_local_agent(agent, agent_field)
     tkey = intern_team(conn, team, now)
-    keys = tkey, intern_member(conn, tkey, agent, now)
+    keys = tkey, intern_member(conn, tkey, agent, now, former, agent_field)
     if cache is not None:
         cache[team, agent] = keys
     return keys
@@ -155,12 +176,35 @@ def find_pair(conn: Any, team: str, agent: str) -> int | None:
     return None if tkey is None else find_member(conn, tkey, agent)
 
 
-def intern_member(conn: Any, team_key: int, agent: str, now: str) -> int:
+def intern_member(
+    conn: Any,
+    team_key: int,
+    agent: str,
+    now: str,
+    former: FormerName = FORMER_REFUSED,
+    field: str = "agent",
+) -> int:
     """The agent's key in the team, recording the name on first use (not as
-    a roster member)."""
+    a roster member).
+
+    A name renamed away is not a first use: a host's send or read naming it
+    is refused with :class:`~syncengine.store.reserved_names.ReservedName`
+    (status ``runtime_error``, the storage contract's status for a refused
+    request — driver-interface §1.4), since interning it would give the
+    name to a new member. A pulled or imported message naming it
+    (``former="holder"``) was sealed by a machine that has not followed the
+    rename yet, and is the held member's: it resolves to that member."""
     pk = find_member(conn, team_key, agent)
     if pk is not None:
         return pk
+    if former == FORMER_HOLDER:
+        held = holder_of(conn, team_key, agent)
+        if held is not None:
+            return held[0]
+    else:
+        reserved = refusal(conn, team_key, agent, field)
+        if reserved is not None:
+            raise reserved
     conn.execute(
         "INSERT INTO members (team_pk, member_id, name, created_at, roster) VALUES (?, ?, ?, ?, 0)",
         (team_key, new_uuid7(), agent, now),
@@ -206,6 +250,9 @@ def _enrol_members(conn: Any, key: int, agents: list[str], now: str) -> None:
     for agent in agents:
         pk = find_member(conn, key, agent)
         if pk is None:
+            reserved = refusal(conn, key, agent, "member")
+            if reserved is not None:
+                raise reserved
             conn.execute(
                 "INSERT INTO members (team_pk, member_id, name, created_at) VALUES (?, ?, ?, ?)",
                 (key, new_uuid7(), agent, now),
@@ -258,6 +305,10 @@ def adopt_roster(conn: Any, key: int, roster: list[tuple[str, str]], now: str) -
     - A name already bound to *another* relay member is never rebound
       (v1: retired names are not reused): the new member is left out, with a
       warning, until an operator renames the local row.
+    - A name reserved here for a member renamed away from it
+      (:mod:`syncengine.store.reserved_names`) is never given to a relay
+      member this store does not know by ID: it is left out, with a
+      warning naming the holder, like the case above.
     - A relay-bound member absent from the roster is retired (``roster = 0``):
       its messages stay, its read-state overlay is no longer consulted.
 
@@ -279,6 +330,7 @@ def adopt_roster(conn: Any, key: int, roster: list[tuple[str, str]], now: str) -
     }
     by_id = {row.member_id: pk for pk, row in rows.items()}
     by_name = {row.name: pk for pk, row in rows.items()}
+    reserved = reserved_in_team(conn, key)
     for member_id, name in roster:
         pk = by_id.get(member_id)
         if pk is not None:
@@ -294,6 +346,17 @@ def adopt_roster(conn: Any, key: int, roster: list[tuple[str, str]], now: str) -
         if conn.execute("SELECT 1 FROM members WHERE member_id = ?", (member_id,)).fetchone():
             raise Conflict(f"member ID {member_id} already belongs to another local team")
         pk = by_name.get(name)
+        if pk is None and name in reserved:
+            holder = rows.get(reserved[name])
+            _log.warning(
+                "relay member %s is named %r, a name reserved here for member %r, who was "
+                "renamed away from it; it is left out until the relay's roster names it "
+                "otherwise",
+                member_id,
+                name,
+                None if holder is None else holder.name,
+            )
+            continue
         if pk is None:
             conn.execute(
                 "INSERT INTO members (team_pk, member_id, name, created_at, relay_bound)"
@@ -351,11 +414,15 @@ class _RosterRow:
         self.relay_bound = relay_bound
 
 
-def rename_member(conn: Any, team: str, old: str, new: str) -> None:
+def rename_member(conn: Any, team: str, old: str, new: str, now: str) -> None:
     """Rename one agent of a team in one statement: its messages, reads,
     frontier and relay association follow the row (read-state-synchronization.md
     "a successful local rename MUST atomically migrate …"). The new name must
-    be free in the team, so a retired name is never reused."""
+    be free in the team — no member's live name, and reserved for nobody but
+    this member (its own former name may be taken back: a rename undone) —
+    so a retired name is never reused (ADR 0007 "Names never become
+    identity"). ``old`` becomes reserved for the member in the same
+    transaction."""
     check_local_team(team, "team")
     check_local_agent(old, "old")
     check_local_agent(new, "new")
@@ -369,7 +436,13 @@ def rename_member(conn: Any, team: str, old: str, new: str) -> None:
         raise InvalidInput("new", "the new name equals the current name")
     if find_member(conn, key, new) is not None:
         raise Conflict(f"team {team!r} already has a member named {new!r}")
+    held = holder_of(conn, key, new)
+    if held is not None and held[0] != pk:
+        reserved = refusal(conn, key, new, "new")
+        assert reserved is not None
+        raise reserved
     conn.execute("UPDATE members SET name = ? WHERE member_pk = ?", (new, pk))
+    record_rename(conn, key, pk, old, new, now)
 
 
 def rename_team(conn: Any, old: str, new: str) -> Team:
