@@ -151,6 +151,13 @@ def register(subparsers: Any) -> None:
         "--confirm-digest", metavar="SHA256", help="the snapshot digest, confirmed live"
     )
     connect.add_argument(
+        "--start-new-key-history",
+        action="store_true",
+        help="DANGER: start a new security and key-epoch history although the relay "
+        "already holds the team's messages (only for a team that knowingly starts over; "
+        "otherwise join with --epochs-file)",
+    )
+    connect.add_argument(
         "--credential-file",
         metavar="PATH",
         help="where to keep the bearer credential (default: <store-dir>/credentials/TEAM.json)",
@@ -439,6 +446,7 @@ def _connect(args: argparse.Namespace) -> int:
             credential_file=args.credential_file,
             epochs_file=args.epochs_file,
             confirm_digest=args.confirm_digest,
+            start_new_key_history=args.start_new_key_history,
         )
         k = connected.key
         text = (

@@ -21,6 +21,19 @@ half-connected:
    credential file is removed and the relay credential revoked (best
    effort), and :class:`ConnectFailed` says so.
 
+A key-epoch or security history is never started afresh over a team's
+existing one by accident (specs/engine.md "Connecting a store"; profile
+"Epoch snapshots": a new device obtains the confirmed checkpoint, and the
+server's policy alone never enables writes): when the relay's stream
+already holds messages and the team's policy requires, or ever required,
+e2ee — or this connect starts an age-v1 epoch — connect refuses unless it
+is given the team's confirmed snapshot (``--epochs-file``,
+``--confirm-digest``) or the explicit ``--start-new-key-history``
+(:func:`_refuse_fresh_history`). The same transaction retains the epoch
+checkpoint (:mod:`syncengine.engine.epoch_checkpoint`); a checkpoint the
+store kept from an earlier connection of this relay team must be extended,
+never reset silently.
+
 The pairing token arrives as ``--token -`` (stdin) or ``--token @PATH``;
 a literal value is refused (:func:`read_token`): argv is visible to every
 user through ``ps`` and ``/proc``, and lands in shell history.
@@ -36,14 +49,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import quote
 
 import httpx
 
 from syncengine.crash import crash_point
 from syncengine.engine import state as st
-from syncengine.engine.epochs import EpochHistory, KeyEpoch
+from syncengine.engine.epoch_checkpoint import CheckpointRefused
+from syncengine.engine.epochs import EpochHistory, EpochSnapshot, KeyEpoch
 from syncengine.engine.errors import (
     AlreadyConnected,
     ConfigurationError,
@@ -63,7 +77,17 @@ from syncengine.store.names import check_local_team
 from wire.errors import WireError
 from wire.scalars import format_timestamp
 
-__all__ = ["Connected", "EpochConfig", "connect_store", "default_credential_path", "read_token"]
+if TYPE_CHECKING:
+    from wire.http_v1.capabilities import Capabilities
+
+__all__ = [
+    "Connected",
+    "EpochConfig",
+    "FreshHistoryRefused",
+    "connect_store",
+    "default_credential_path",
+    "read_token",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -107,6 +131,14 @@ def read_token(source: str, stdin: BinaryIO) -> Secret:
             f"the pairing token from {where} is malformed: one line of RFC 6750 "
             "b64token characters is expected"
         ) from None
+
+
+class FreshHistoryRefused(ConfigurationError):
+    """``connect`` would start a fresh security or key-epoch history on a
+    team whose relay stream already has one (specs/engine.md "Connecting a
+    store")."""
+
+    code = "fresh-history-refused"
 
 
 def default_credential_path(store_path: Path, team: str) -> Path:
@@ -173,6 +205,8 @@ class Connected:
     #: The relay's retention floor at connect: above 0, the first pull gets
     #: a 410 until an operator accepts the gap (specs/engine.md).
     min_available_seq: int = 0
+    #: ``--start-new-key-history`` was needed and used: the team starts over.
+    started_new_key_history: bool = False
 
     def to_obj(self) -> dict[str, object]:
         return {
@@ -192,6 +226,7 @@ class Connected:
                 str(self.orphaned_credential_file) if self.orphaned_credential_file else None
             ),
             "min_available_seq": str(self.min_available_seq),
+            "started_new_key_history": self.started_new_key_history,
         }
 
 
@@ -208,6 +243,7 @@ def connect_store(
     credential_file: str | None = None,
     epochs_file: str | None = None,
     confirm_digest: str | None = None,
+    start_new_key_history: bool = False,
     transport: httpx.BaseTransport | None = None,
     client_config: ClientConfig | None = None,
     sleep: Callable[[float], None] = time.sleep,
@@ -218,12 +254,21 @@ def connect_store(
     With ``epochs_file`` the machine joins a team whose key-epoch and local
     security histories already exist: it imports them from the snapshot the
     operator confirmed (``confirm_digest``) instead of trusting whatever it
-    pulls first (profile "Epoch snapshots")."""
+    pulls first (profile "Epoch snapshots").
+
+    ``start_new_key_history`` is the operator's explicit choice to begin a
+    new history over a stream that already has messages (the team knowingly
+    starts over); it is refused together with ``epochs_file``."""
     try:
         check_local_team(team, "team")
     except InvalidInput as exc:
         raise ConfigurationError(str(exc)) from None
-    epochs, history, epoch = _local_histories(
+    if start_new_key_history and epochs_file is not None:
+        raise ConfigurationError(
+            "--start-new-key-history starts a new history and --epochs-file joins the "
+            "team's: give one of them"
+        )
+    epochs, history, epoch, snapshot = _local_histories(
         mode, key_id, recipients_file, identity_file, epochs_file, confirm_digest
     )
     security = history.current.mode
@@ -256,9 +301,13 @@ def connect_store(
         save_credential(cred_path, result.credential)
         crash_point("engine.connect.credential_written")
         now = format_timestamp(datetime.now(UTC))
+        started_over = False
         try:
-            if epochs_file is not None:
-                _check_snapshot_binding(epochs_file, confirm_digest, key)
+            if snapshot is not None:
+                _check_snapshot_binding(snapshot, key)
+            started_over = _refuse_fresh_history(
+                result.capabilities, team, snapshot, epoch, start_new_key_history
+            )
             roster = fetch_roster(result, transport, client_config, sleep, clock)
             with write_transaction(store.conn, store.path, "engine.connect") as conn:
                 binding = st.insert_connection(
@@ -272,6 +321,10 @@ def connect_store(
                     security=history,
                     now=now,
                 )
+                _retain_checkpoint(
+                    conn, binding.pk, key, snapshot, epochs, history,
+                    start_new_key_history, now,
+                )  # fmt: skip
                 # The roster comes from the relay, never from message names
                 # (driver-interface §2 intro): a second machine's `send` of
                 # a roster member needs no `team add-member`.
@@ -283,6 +336,10 @@ def connect_store(
             note = " (the relay credential was revoked)" if revoked else ""
             if isinstance(exc, AlreadyConnected):
                 raise
+            if isinstance(exc, FreshHistoryRefused | CheckpointRefused):
+                # The operator's fix is a flag or a file, not a relay problem:
+                # the refusal stands as it is, with what was undone.
+                raise type(exc)(f"{exc.message}{note}", remediation=exc.remediation) from None
             raise ConnectFailed(
                 f"could not complete the connection (roster or store): {exc}{note}"
             ) from exc
@@ -297,6 +354,7 @@ def connect_store(
             write_allowed_ciphers=result.capabilities.current_policy.write_allowed_ciphers,
             orphaned_credential_file=orphaned,
             min_available_seq=result.capabilities.binding.min_available_seq,
+            started_new_key_history=started_over,
         )
     finally:
         store.close()
@@ -309,7 +367,7 @@ def _local_histories(
     identity_file: str | None,
     epochs_file: str | None,
     confirm_digest: str | None,
-) -> tuple[EpochHistory, SecurityHistory, EpochConfig | None]:
+) -> tuple[EpochHistory, SecurityHistory, EpochConfig | None, EpochSnapshot | None]:
     """The key-epoch and security histories a new connection starts with,
     validated before the one-time token is spent."""
     if epochs_file is None:
@@ -333,7 +391,7 @@ def _local_histories(
             if epoch is None
             else (KeyEpoch(0, 1, epoch.key_id, epoch.recipients, epoch.identity_path),)
         )
-        return epochs, SecurityHistory.initial(security), epoch
+        return epochs, SecurityHistory.initial(security), epoch, None
     if key_id is not None or recipients_file is not None:
         raise ConfigurationError(
             "--epochs-file carries the team's epochs; --key-id and --recipients-file go"
@@ -352,15 +410,12 @@ def _local_histories(
         epochs = assign_identity(epochs, identity_file)
     current = epochs.epochs[-1]
     summary = EpochConfig(current.key_id, current.recipients, current.identity_path)
-    return epochs, history, summary
+    return epochs, history, summary, snapshot
 
 
-def _check_snapshot_binding(epochs_file: str, confirm_digest: str | None, key: BindingKey) -> None:
+def _check_snapshot_binding(snapshot: EpochSnapshot, key: BindingKey) -> None:
     """A snapshot is bound to one relay instance and remote team (profile
     "Recipient-set epochs": a manifest binds server_instance_id and team_id)."""
-    from syncengine.engine.epoch_ops import read_snapshot
-
-    snapshot = read_snapshot(epochs_file, confirm_digest)
     if (snapshot.server_instance_id, snapshot.team_id) != (
         key.server_instance_id,
         key.remote_team_id,
@@ -369,6 +424,101 @@ def _check_snapshot_binding(epochs_file: str, confirm_digest: str | None, key: B
             f"the epoch snapshot belongs to team {snapshot.team_id} on relay instance "
             f"{snapshot.server_instance_id}, not to the team this token paired with"
         )
+
+
+def _refuse_fresh_history(
+    caps: Capabilities,
+    team: str,
+    snapshot: EpochSnapshot | None,
+    epoch: EpochConfig | None,
+    start_new: bool,
+) -> bool:
+    """Refuse to start a fresh security or key-epoch history at revision 0
+    from sequence 1 over a stream that already has messages, when the team's
+    policy requires or ever required e2ee, or this connect starts an age-v1
+    epoch (it would judge every earlier age-v1 message by a key history the
+    team never had). Returns whether ``start_new`` was needed (the operator
+    knowingly starts over; logged as a warning)."""
+    from syncengine.engine.security import NONE
+
+    if snapshot is not None or caps.current_seq == 0:
+        return False
+    ever_e2ee = any(NONE not in entry.write_allowed_ciphers for entry in caps.policy_history)
+    if not ever_e2ee and epoch is None:
+        return False  # a team that only ever allowed plaintext joins as before
+    if start_new:
+        _log.warning(
+            "STARTING A NEW KEY HISTORY for team %s over %d sequence(s) the relay already "
+            "holds (--start-new-key-history): earlier encrypted messages are judged by it",
+            team,
+            caps.current_seq,
+        )
+        return True
+    why = (
+        "its policy requires, or once required, end-to-end encryption"
+        if ever_e2ee
+        else "this connect starts an age-v1 key-epoch history"
+    )
+    raise FreshHistoryRefused(
+        f"team {team!r}'s relay stream already holds {caps.current_seq} sequence(s) and {why}: "
+        "a fresh security and key-epoch history (revision 0 from sequence 1) would judge "
+        "that history without the team's confirmed one",
+        remediation="On a connected machine run 'syncengine keys epoch export --output FILE', "
+        "confirm the digest it prints over a live channel, then connect with a new pairing "
+        "token and '--epochs-file FILE --confirm-digest DIGEST'. Only a team that knowingly "
+        "starts its key history over passes --start-new-key-history.",
+    )
+
+
+def _retain_checkpoint(
+    conn: object,
+    binding_pk: int,
+    key: BindingKey,
+    snapshot: EpochSnapshot | None,
+    epochs: EpochHistory,
+    security: SecurityHistory,
+    start_new: bool,
+    now: str,
+) -> None:
+    """Inside connect's transaction: retain the epoch checkpoint — the
+    confirmed snapshot, or the root of the history this connect starts.
+    A checkpoint the store kept from an earlier connection of the same relay
+    team (``disconnect`` does not reset it) must be extended by the snapshot,
+    or equal the new root, unless the operator starts over."""
+    from syncengine.engine.epoch_checkpoint import (
+        admit,
+        load_checkpoint,
+        replace_checkpoint,
+        save_checkpoint,
+    )
+
+    if not epochs.configured:
+        return
+    retained = load_checkpoint(conn, binding_pk)
+    if snapshot is not None:
+        if retained is not None:
+            held = retained.held()
+            admit(retained, snapshot, EpochHistory(held.epochs if held else ()))
+            if retained.snapshot_sha256 == snapshot.digest():
+                return
+        save_checkpoint(conn, binding_pk, snapshot, now)
+        return
+    root = EpochSnapshot(
+        key.server_instance_id, key.remote_team_id, epochs.epochs, security.entries
+    )
+    if retained is None:
+        save_checkpoint(conn, binding_pk, root, now)
+    elif retained.snapshot_sha256 != root.digest():
+        if not start_new:
+            raise CheckpointRefused(
+                f"this store retains epoch snapshot {retained.describe()} from an earlier "
+                f"connection of this relay team; a fresh key-epoch history (revision 0, sha256 "
+                f"{root.digest()}) would reset it",
+                remediation="Connect with the team's current snapshot (--epochs-file, "
+                "--confirm-digest), or pass --start-new-key-history if the team knowingly "
+                "starts over.",
+            )
+        replace_checkpoint(conn, binding_pk, root, now)
 
 
 def _orphan_credential(path: Path) -> str | None:

@@ -919,7 +919,8 @@ class Engine:
                 f"{snapshot.server_instance_id}, not to team {c.local_team!r}'s binding"
             )
         candidate = EpochHistory(snapshot.epochs)
-        new = snapshot.extends(c.epochs)
+        with read_transaction(self.store.conn, self.store.path) as conn:
+            new = epoch_ops.snapshot_adds(conn, c.binding_pk, snapshot)  # the checkpoint rule
         identities = {
             e.key_id: path
             for e in new
@@ -933,12 +934,19 @@ class Engine:
         return added
 
     def epoch_snapshot(self) -> EpochSnapshot:
-        """The team-shared epoch and security histories, for another machine."""
-        from syncengine.engine.epoch_ops import snapshot_of
+        """The team-shared epoch and security histories, for another machine:
+        the retained checkpoint's snapshot, or its successor when the
+        security history changed since (crash point ``engine.checkpoint``)."""
+        from syncengine.engine.epoch_ops import issue_snapshot
 
         self._refresh_epochs()
         c = self.connection
-        return snapshot_of(c.server_instance_id, c.remote_team_id, c.epochs, self.history())
+        return self._write(
+            "engine.checkpoint",
+            lambda conn: issue_snapshot(
+                conn, c.binding_pk, c.server_instance_id, c.remote_team_id, _now()
+            ),
+        )
 
     def set_identity(
         self, identity_file: str | os.PathLike[str], key_id: str | None = None

@@ -43,10 +43,12 @@ __all__ = [
     "assign_identity",
     "import_epochs",
     "inherited_identity",
+    "issue_snapshot",
     "read_recipients",
     "read_snapshot",
     "refuse_while_draining",
     "rotate",
+    "snapshot_adds",
     "snapshot_of",
 ]
 
@@ -149,11 +151,39 @@ def read_snapshot(path: str, confirm_digest: str | None) -> EpochSnapshot:
 def snapshot_of(
     server_instance_id: str, team_id: str, epochs: EpochHistory, security: SecurityHistory
 ) -> EpochSnapshot:
+    """A root snapshot (revision 0) of ``epochs`` and ``security``: what a
+    machine that starts a key-epoch history (``connect --key-id``) retains."""
     if not epochs.configured:
         raise ConfigurationError(
             "this team has no age-v1 epoch; there is no key-epoch history to export"
         )
     return EpochSnapshot(server_instance_id, team_id, epochs.epochs, security.entries)
+
+
+def issue_snapshot(
+    conn: Any, binding_pk: int, server_instance_id: str, team_id: str, now: str
+) -> EpochSnapshot:
+    """Inside a write transaction (crash point ``engine.checkpoint``): the
+    snapshot of what this machine holds, retained as its checkpoint when it
+    says something new (a security change since the last one), else the
+    retained one as it is."""
+    from syncengine.engine import state as st
+    from syncengine.engine.epoch_checkpoint import issue
+
+    epochs = st.load_key_epochs(conn, binding_pk)
+    security = st.load_security_history(conn, binding_pk)
+    snapshot_of(server_instance_id, team_id, epochs, security)  # refuses a plaintext team
+    return issue(conn, binding_pk, server_instance_id, team_id, epochs, security, now)
+
+
+def snapshot_adds(conn: Any, binding_pk: int, snapshot: EpochSnapshot) -> tuple[KeyEpoch, ...]:
+    """The epochs ``snapshot`` adds; refused, naming the expected revision and
+    digest, unless it extends this machine's retained checkpoint
+    (:func:`syncengine.engine.epoch_checkpoint.admit`)."""
+    from syncengine.engine import state as st
+    from syncengine.engine.epoch_checkpoint import admit, load_checkpoint
+
+    return admit(load_checkpoint(conn, binding_pk), snapshot, st.load_key_epochs(conn, binding_pk))
 
 
 def refuse_while_draining(conn: Any, binding_pk: int, key_id: str) -> None:
@@ -200,12 +230,34 @@ def rotate(
     from dataclasses import replace
 
     from syncengine.engine import state as st
+    from syncengine.engine.epoch_checkpoint import issue
 
     history = st.load_key_epochs(conn, binding_pk)
     refuse_while_draining(conn, binding_pk, key_id)
     epoch = replace(history.appended(key_id, recipients, boundary), identity_path=identity_path)
     st.append_key_epoch(conn, binding_pk, epoch, now)
-    return EpochHistory((*history.epochs, epoch))
+    rotated = EpochHistory((*history.epochs, epoch))
+    # The rotation is the next snapshot of this machine's chain, retained in
+    # the same transaction: a crash keeps both or neither.
+    server_instance_id, team_id = _binding_ids(conn, binding_pk)
+    issue(
+        conn,
+        binding_pk,
+        server_instance_id,
+        team_id,
+        rotated,
+        st.load_security_history(conn, binding_pk),
+        now,
+    )
+    return rotated
+
+
+def _binding_ids(conn: Any, binding_pk: int) -> tuple[str, str]:
+    row = conn.execute(
+        "SELECT server_instance_id, remote_team_id FROM sync_bindings WHERE binding_pk = ?",
+        (binding_pk,),
+    ).fetchone()
+    return str(row[0]), str(row[1])
 
 
 def import_epochs(
@@ -217,11 +269,16 @@ def import_epochs(
     from dataclasses import replace
 
     from syncengine.engine import state as st
+    from syncengine.engine.epoch_checkpoint import admit, load_checkpoint, save_checkpoint
 
     held = st.load_key_epochs(conn, binding_pk)
+    checkpoint = load_checkpoint(conn, binding_pk)
     added = tuple(
-        replace(e, identity_path=identities.get(e.key_id)) for e in snapshot.extends(held)
+        replace(e, identity_path=identities.get(e.key_id))
+        for e in admit(checkpoint, snapshot, held)
     )
     for epoch in added:
         st.append_key_epoch(conn, binding_pk, epoch, now)
+    if checkpoint is None or checkpoint.snapshot_sha256 != snapshot.digest():
+        save_checkpoint(conn, binding_pk, snapshot, now)
     return EpochHistory((*held.epochs, *added)), added

@@ -17,6 +17,15 @@ rollback resistance"; our decisions are specs/engine.md "Key epochs".
   Its SHA-256 digest is what an operator confirms over a live channel when
   importing it; a snapshot is accepted only when it extends what the
   machine already holds (never a rollback, never a divergent past).
+- Snapshots form a hash chain (profile "Epoch snapshots and rollback
+  resistance"): each carries its ``epoch_revision`` (0 for a root, then one
+  more per issued snapshot), the ``previous_snapshot_sha256`` of the one it
+  follows (null only at revision 0), and the ``writer_generation`` and
+  ``writer_roster`` it authorizes. Decision (specs/age-v1.md "Epoch
+  authority"): both are derived from the current epoch, so they cannot
+  disagree with it — the generation is its revision (one per rotation), the
+  roster its recipients, sorted. The acceptance rule against a machine's
+  retained checkpoint is :mod:`syncengine.engine.epoch_checkpoint`.
 
 Everything here is pure: values in, decisions out.
 """
@@ -38,13 +47,16 @@ __all__ = [
     "EpochHistory",
     "EpochSnapshot",
     "KeyEpoch",
+    "LegacySnapshotRefused",
 ]
 
 #: The profile's bound on effective entries of one binding's key-epoch history.
 MAX_KEY_EPOCHS = MAX_LOCAL_SECURITY_HISTORY
 
 SNAPSHOT_FORMAT = "syncengine-epoch-snapshot"
-_SNAPSHOT_VERSION = 1
+_SNAPSHOT_VERSION = 2
+#: Snapshots exported before the authority chain (no revision, no digest link).
+_LEGACY_SNAPSHOT_VERSION = 1
 _PROFILE = "age-v1"
 #: A snapshot holds at most 4096 epochs of 256 recipients (~63 bytes each).
 MAX_SNAPSHOT_BYTES = 80 * 1024 * 1024
@@ -184,6 +196,12 @@ class EpochHistory:
         )
 
 
+class LegacySnapshotRefused(ConfigurationError):
+    """A version-1 snapshot (exported before the authority chain): it has no
+    revision and no link to a previous digest, so whether it extends a
+    machine's checkpoint cannot be shown (specs/age-v1.md "Epoch authority")."""
+
+
 @dataclass(frozen=True, slots=True)
 class EpochSnapshot:
     """The team-shared configuration one machine hands to another.
@@ -196,6 +214,47 @@ class EpochSnapshot:
     team_id: str
     epochs: tuple[KeyEpoch, ...]
     security: tuple[SecurityEntry, ...]
+    #: 0 for a chain's root; each snapshot issued after it is one more.
+    epoch_revision: int = 0
+    #: The SHA-256 of the snapshot this one follows; ``None`` only at revision 0.
+    previous_sha256: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.epoch_revision == 0) != (self.previous_sha256 is None):
+            raise ConfigurationError(
+                "epoch snapshot: previous_snapshot_sha256 is null exactly at epoch_revision 0"
+            )
+
+    @property
+    def writer_generation(self) -> int:
+        """The current epoch's revision: each rotation starts a new generation
+        of writers (the operator fences the old one by revoking credentials)."""
+        return self.epochs[-1].revision if self.epochs else 0
+
+    @property
+    def writer_roster(self) -> tuple[str, ...]:
+        """The writers of this generation: the current epoch's recipients,
+        sorted (a machine that may write holds that epoch's identity)."""
+        return tuple(sorted(self.epochs[-1].recipients)) if self.epochs else ()
+
+    def same_content(self, epochs: EpochHistory, security: SecurityHistory) -> bool:
+        """Whether this snapshot already says what ``epochs`` and ``security``
+        say (identities aside): then issuing another would change nothing."""
+        return len(self.epochs) == len(epochs.epochs) and (
+            all(a.same_epoch(b) for a, b in zip(self.epochs, epochs.epochs, strict=True))
+            and self.security == security.entries
+        )
+
+    def successor(self, epochs: EpochHistory, security: SecurityHistory) -> EpochSnapshot:
+        """The next snapshot of this chain, holding ``epochs`` and ``security``."""
+        return EpochSnapshot(
+            self.server_instance_id,
+            self.team_id,
+            epochs.epochs,
+            security.entries,
+            self.epoch_revision + 1,
+            self.digest(),
+        )
 
     def to_obj(self) -> dict[str, Any]:
         return {
@@ -204,6 +263,10 @@ class EpochSnapshot:
             "profile": _PROFILE,
             "server_instance_id": self.server_instance_id,
             "team_id": self.team_id,
+            "epoch_revision": str(self.epoch_revision),
+            "writer_generation": str(self.writer_generation),
+            "writer_roster": list(self.writer_roster),
+            "previous_snapshot_sha256": self.previous_sha256,
             "epochs": [
                 {
                     "revision": str(e.revision),
@@ -308,6 +371,15 @@ def _snapshot_from_obj(obj: Any) -> EpochSnapshot:
     from wire.age_profile import EpochManifest
     from wire.errors import WireError
 
+    legacy = (SNAPSHOT_FORMAT, _LEGACY_SNAPSHOT_VERSION)
+    if isinstance(obj, dict) and (obj.get("format"), obj.get("version")) == legacy:
+        raise LegacySnapshotRefused(
+            f"this epoch snapshot is {SNAPSHOT_FORMAT} version 1, written before "
+            "snapshots carried their revision and the digest of the one before: it "
+            "cannot show that it extends this machine's checkpoint",
+            remediation="Export the snapshot again ('syncengine keys epoch export') on a "
+            "machine running this version, and confirm the digest it prints.",
+        )
     top = _exact_fields(
         obj,
         (
@@ -316,6 +388,10 @@ def _snapshot_from_obj(obj: Any) -> EpochSnapshot:
             "profile",
             "server_instance_id",
             "team_id",
+            "epoch_revision",
+            "writer_generation",
+            "writer_roster",
+            "previous_snapshot_sha256",
             "epochs",
             "local_security_history",
         ),
@@ -371,6 +447,33 @@ def _snapshot_from_obj(obj: Any) -> EpochSnapshot:
         )
     history = EpochHistory(tuple(epochs))  # validates order and key-ID uniqueness
     SecurityHistory(tuple(security))
-    return EpochSnapshot(
-        _text(top, "server_instance_id"), _text(top, "team_id"), history.epochs, tuple(security)
+    revision = _decimal(top, "epoch_revision", 0)
+    previous = top["previous_snapshot_sha256"]
+    if previous is not None and not _is_digest(previous):
+        raise ConfigurationError(
+            "epoch snapshot: previous_snapshot_sha256 must be null or 64 lowercase hex digits"
+        )
+    snapshot = EpochSnapshot(
+        _text(top, "server_instance_id"),
+        _text(top, "team_id"),
+        history.epochs,
+        tuple(security),
+        revision,
+        previous,
+    )
+    if _decimal(top, "writer_generation", 0) != snapshot.writer_generation:
+        raise ConfigurationError(
+            "epoch snapshot: writer_generation must be the current epoch's revision "
+            f"({snapshot.writer_generation})"
+        )
+    if top["writer_roster"] != list(snapshot.writer_roster):
+        raise ConfigurationError(
+            "epoch snapshot: writer_roster must be the current epoch's recipients, sorted"
+        )
+    return snapshot
+
+
+def _is_digest(value: object) -> bool:
+    return (
+        isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
     )

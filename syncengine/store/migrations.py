@@ -550,9 +550,46 @@ def _v14_quarantine_outcomes(conn: Any) -> None:
 
 
 def _v15_epoch_checkpoints(conn: Any) -> None:
-    """Reserved for issue #34: the retained epoch-snapshot checkpoint
-    (revision, digest, writer generation). Filled in by the change that
-    adds it."""
+    """``engine_epoch_checkpoints``: per Stage-1 binding, the latest epoch
+    snapshot this machine accepted or issued — its revision, SHA-256, writer
+    generation and canonical bytes (docs/spec/age-v1-profile.md "Epoch
+    snapshots and rollback resistance"; syncengine/engine/epoch_checkpoint.py).
+    Keyed by the Stage-1 binding, not the connection, so ``disconnect`` does
+    not reset it. A trigger refuses an update that lowers the revision or the
+    generation, or changes the digest at the same revision.
+
+    A binding that already holds key epochs gets a **legacy** checkpoint:
+    revision 0, generation 0, no digest and no bytes — anchored by the
+    epochs it holds, the rule snapshots were judged by before the chain
+    (specs/age-v1.md "Epoch authority", "Stores and files from before the
+    chain").
+    """
+    conn.execute(
+        """
+        CREATE TABLE engine_epoch_checkpoints (
+            binding_pk        INTEGER PRIMARY KEY REFERENCES sync_bindings (binding_pk),
+            epoch_revision    INTEGER NOT NULL CHECK (epoch_revision >= 0),
+            snapshot_sha256   TEXT CHECK (snapshot_sha256 IS NULL OR length(snapshot_sha256) = 64),
+            writer_generation INTEGER NOT NULL CHECK (writer_generation >= 0),
+            snapshot          BLOB,
+            recorded_at       TEXT NOT NULL,
+            CHECK ((snapshot_sha256 IS NULL) = (snapshot IS NULL))
+        ) STRICT;
+        CREATE TRIGGER engine_epoch_checkpoints_forward
+            BEFORE UPDATE ON engine_epoch_checkpoints
+            WHEN NEW.epoch_revision < OLD.epoch_revision
+              OR NEW.writer_generation < OLD.writer_generation
+              OR (NEW.epoch_revision = OLD.epoch_revision
+                  AND OLD.snapshot_sha256 IS NOT NULL
+                  AND NEW.snapshot_sha256 IS NOT OLD.snapshot_sha256)
+            BEGIN SELECT RAISE(ABORT, 'an epoch checkpoint only moves forward'); END;
+        INSERT INTO engine_epoch_checkpoints
+            (binding_pk, epoch_revision, snapshot_sha256, writer_generation, snapshot,
+             recorded_at)
+            SELECT binding_pk, 0, NULL, 0, NULL, max(recorded_at)
+            FROM engine_key_epochs GROUP BY binding_pk;
+        """
+    )
 
 
 def _v16_reserved_names(conn: Any) -> None:
@@ -608,6 +645,7 @@ REQUIRED_TABLES = frozenset(
         "engine_bindings",
         "engine_security_history",
         "engine_status",
+        "engine_epoch_checkpoints",
         "reserved_names",
     }
 )

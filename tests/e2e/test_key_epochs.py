@@ -57,6 +57,16 @@ def import_into(machine: Machine, snapshot: Path, digest: str) -> None:
     )
 
 
+def held_unopened(machine: Machine) -> int:
+    """Rows held because this machine has no key for them: ``pending_key``,
+    or ``before_join`` where the store tells the two apart (issue #33)."""
+    with Store(machine.store) as store:
+        row = store.conn.execute(
+            "SELECT count(*) FROM sync_quarantine WHERE status IN ('pending_key', 'before_join')"
+        ).fetchone()
+    return int(row[0])
+
+
 def sync_all(*machines: Machine) -> None:
     for _ in range(2):
         for machine in machines:
@@ -115,7 +125,7 @@ def test_rotation_adds_a_machine_that_reads_only_after_the_boundary_and_removes_
     for machine in (a, b, c):
         assert machine.bodies() == sorted(["before rotation", *after])
     assert d.bodies() == sorted(after)  # nothing sealed before its epoch
-    assert pending_key(d) == 1  # "before rotation", for an epoch d holds no key of
+    assert held_unopened(d) == 1  # "before rotation", for an epoch d holds no key of
 
     # Remove c: b rotates to epoch-3 = {a, b, d}; a and d import it, c does not.
     epoch3 = manifest(tmp_path, "epoch-3", [keys["a"], keys["b"], d_key])

@@ -215,7 +215,10 @@ def test_migration_13_counts_the_history_a_store_already_holds(tmp_path: Path) -
         binding = store.sync_binding(key)
         assert binding is not None
         # As a version-12 program left it: the rows, and no counts.
-        store.conn.execute("DROP TABLE sync_history_counts; PRAGMA user_version = 12;")
+        store.conn.execute(
+            "DROP TABLE sync_history_counts; DROP TABLE engine_epoch_checkpoints;"
+            " PRAGMA user_version = 12;"
+        )
     with Store(path) as store:
         assert mig.schema_version(store.conn) == mig.LATEST_VERSION
         assert history_counts(store.conn, binding.pk) == (5, 1, 0)
