@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -39,9 +40,15 @@ from typing import Any
 
 from relay.config import (
     DEFAULT_SHUTDOWN_TIMEOUT_S,
+    MAX_CONNECTIONS_PER_PEER_ENV,
+    REQUEST_READ_TIMEOUT_ENV,
     RETENTION_ENV,
+    WORKERS_ENV,
     default_database,
+    max_connections_per_peer,
     parse_retention,
+    request_read_timeout,
+    workers,
 )
 from relay.errors import OperatorError, RelayError
 from relay.limits import (
@@ -49,8 +56,10 @@ from relay.limits import (
     LIVE_MAX_WAITS,
     LIVE_MAX_WAITS_PER_CREDENTIAL,
     LIVE_TICK_SECONDS,
+    MAX_CONNECTIONS_PER_PEER,
     MAX_WAIT_SECONDS,
     PAIRING_TOKEN_TTL_SECONDS,
+    REQUEST_READ_TIMEOUT_SECONDS,
 )
 from relay.logformat import LOG_FORMATS
 from relay.provisioning import parse_provisioning_document
@@ -63,6 +72,8 @@ from wire.scalars import check_uuid7, parse_seq
 EXIT_OK = 0
 EXIT_OPERATOR = 2
 EXIT_UNAVAILABLE = 3
+#: ``--workers`` upper bound (relay/workers.py's MAX_WORKERS; that module loads uvicorn).
+_MAX_WORKERS = 64
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -89,6 +100,32 @@ def register(subparsers: Any) -> None:
     serve = command("serve", "serve HTTP API v1", _serve)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8787, help="0 picks a free port")
+    serve.add_argument(
+        "--workers",
+        type=_bounded(1, _MAX_WORKERS),
+        default=None,
+        metavar="N",
+        help=f"N relay processes on this one address (PostgreSQL only; default "
+        f"${WORKERS_ENV}, else 1): one listening line names every pid, SIGTERM stops "
+        "them all, a worker that dies is replaced",
+    )
+    serve.add_argument(
+        "--max-connections-per-peer",
+        type=_bounded(1, 1_000_000),
+        default=None,
+        metavar="N",
+        help=f"connections one peer address may hold; more are closed on accept "
+        f"(default ${MAX_CONNECTIONS_PER_PEER_ENV}, else {MAX_CONNECTIONS_PER_PEER})",
+    )
+    serve.add_argument(
+        "--request-read-timeout",
+        type=_positive_float_seconds,
+        default=None,
+        metavar="SECONDS",
+        help=f"time a connection has to send a whole request (headers and body) "
+        f"before it is closed (default ${REQUEST_READ_TIMEOUT_ENV}, "
+        f"else {REQUEST_READ_TIMEOUT_SECONDS:g})",
+    )
     serve.add_argument(
         "--retention-max-live-messages",
         default=None,
@@ -205,6 +242,16 @@ def _positive_seconds(value: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number of seconds: {value!r}") from None
     if seconds < 1:
         raise argparse.ArgumentTypeError("must be at least 1 second")
+    return seconds
+
+
+def _positive_float_seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError("must be a positive number of seconds")
     return seconds
 
 
@@ -327,7 +374,16 @@ def _serve(args: argparse.Namespace) -> int:
 
     raw = args.retention_max_live_messages
     retention = parse_retention(raw if raw is not None else os.environ.get(RETENTION_ENV))
-    store = _open(args, busy_timeout_ms=args.busy_timeout_ms, retention_max_live_messages=retention)
+    # An option wins over its environment variable; an invalid variable is
+    # refused only when no option overrides it.
+    group = args.workers if args.workers is not None else workers()
+    database = _database(args)
+    if group > 1 and not location.is_postgres(database):
+        raise OperatorError(
+            f"--workers {group} needs a PostgreSQL database; a SQLite file takes one process",
+            "serve SQLite with one process (drop --workers / unset "
+            f"{WORKERS_ENV}), or move the relay to a postgresql:// --database",
+        )
     options = ServeOptions(
         host=args.host,
         port=args.port,
@@ -345,8 +401,29 @@ def _serve(args: argparse.Namespace) -> int:
             max_waits_per_credential=args.live_max_waits_per_credential,
             tick_seconds=max(args.live_tick_seconds, 0.05),
         ),
+        max_connections_per_peer=args.max_connections_per_peer
+        if args.max_connections_per_peer is not None
+        else max_connections_per_peer(),
+        request_read_timeout=args.request_read_timeout
+        if args.request_read_timeout is not None
+        else request_read_timeout(),
     )
-    serve(store, options)
+
+    def open_store() -> RelayStore:
+        return location.open_store(
+            database, busy_timeout_ms=args.busy_timeout_ms, retention_max_live_messages=retention
+        )
+
+    if group > 1:
+        from relay.workers import WorkerFailed, serve_workers
+
+        try:
+            serve_workers(open_store, options, group)
+        except WorkerFailed as exc:
+            _fail(args, exc.message, exc.remediation)
+            return exc.exit_code
+        return EXIT_OK
+    serve(open_store(), options)
     return EXIT_OK
 
 

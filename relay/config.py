@@ -28,6 +28,8 @@ RETENTION_ENV = "SYNCENGINE_RELAY_RETENTION_MAX_LIVE_MESSAGES"
 #: ``relay serve``'s connection bounds when no option sets them (#33).
 MAX_CONNECTIONS_PER_PEER_ENV = "SYNCENGINE_RELAY_MAX_CONNECTIONS_PER_PEER"
 REQUEST_READ_TIMEOUT_ENV = "SYNCENGINE_RELAY_REQUEST_READ_TIMEOUT"
+#: ``relay serve --workers`` when the option is not given (#35).
+WORKERS_ENV = "SYNCENGINE_RELAY_WORKERS"
 #: ``relay serve --shutdown-timeout`` default: after SIGTERM, in-flight
 #: requests get this long to finish before uvicorn cancels them.
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10
@@ -98,3 +100,16 @@ def request_read_timeout(env: Mapping[str, str] | None = None) -> float:
             f"set it to e.g. {REQUEST_READ_TIMEOUT_SECONDS:g}, or unset it",
         )
     return seconds
+
+
+def workers(env: Mapping[str, str] | None = None) -> int:
+    """``$SYNCENGINE_RELAY_WORKERS``, else 1 (one process, no supervisor)."""
+    raw = (os.environ if env is None else env).get(WORKERS_ENV, "").strip()
+    if not raw:
+        return 1
+    if not raw.isdigit() or int(raw) < 1:
+        raise OperatorError(
+            f"{WORKERS_ENV} must be a whole number of processes, 1 or more",
+            "set it to e.g. 4 (with a PostgreSQL database), or unset it for one process",
+        )
+    return int(raw)

@@ -36,6 +36,7 @@ import signal
 import socket
 import ssl
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -52,10 +53,20 @@ from relay.errors import OperatorError
 from relay.http.app import ProtocolHeaders, create_app
 from relay.http.connections import ConnectionGuard
 from relay.http.live import LiveOptions
+from relay.http.metrics_group import PUBLISH_INTERVAL_SECONDS, MetricsGroup
 from relay.logformat import LogFormat, configure_logging
 from relay.storage.base import RelayStore
 
-__all__ = ["ServeOptions", "is_loopback", "metrics_enabled", "serve"]
+__all__ = [
+    "Listener",
+    "ServeOptions",
+    "build_server",
+    "is_loopback",
+    "listen",
+    "listening_line",
+    "metrics_enabled",
+    "serve",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,73 +239,148 @@ def _guarded_protocol(guard: ConnectionGuard) -> type[asyncio.Protocol]:
 
 
 class _RelayServer(uvicorn.Server):
-    """uvicorn's server whose exit signal also releases the open live waits."""
+    """uvicorn's server whose exit signal also releases the open live waits.
 
-    def __init__(self, config: uvicorn.Config, app: ProtocolHeaders) -> None:
+    In a worker group it also tells the supervisor once it accepts
+    connections (``on_started``) and keeps the group's metrics fresh
+    (``metrics_group``, published about once a second from the loop).
+    """
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        app: ProtocolHeaders,
+        *,
+        on_started: Callable[[], None] | None = None,
+        metrics_group: MetricsGroup | None = None,
+    ) -> None:
         super().__init__(config)
         self._relay_app = app
+        self._on_started = on_started
+        self._metrics_group = metrics_group
+        self._publish_every = max(1, round(PUBLISH_INTERVAL_SECONDS / _TICK_SECONDS))
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._relay_app.live is not None:
             self._relay_app.live.shutdown_threadsafe()
         super().handle_exit(sig, frame)
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self._on_started is not None:
+            self._on_started()
+
+    async def on_tick(self, counter: int) -> bool:
+        if self._metrics_group is not None and counter % self._publish_every == 0:
+            self._metrics_group.refresh()
+        return await super().on_tick(counter)
+
+
+#: uvicorn's main loop ticks every 0.1 s (``Server.main_loop``).
+_TICK_SECONDS = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """The bound socket and what it decides: the port and the metrics default."""
+
+    sock: socket.socket
+    port: int
+    metrics: bool
+    tls: bool
+
+
+def listen(options: ServeOptions) -> Listener:
+    """Check the TLS options, bind and listen: everything before a process serves."""
+    certfile, _ = _tls_files(options)
+    sock = _bind(options.host, options.port)
+    bound_address, bound_port = sock.getsockname()[:2]
+    return Listener(
+        sock, int(bound_port), metrics_enabled(options.metrics, bound_address), certfile is not None
+    )
+
+
+def listening_line(
+    options: ServeOptions, listener: Listener, server_instance_id: str, **extra: object
+) -> str:
+    """The one JSON ``listening`` line tests, benchmarks and operators read."""
+    document: dict[str, object] = {
+        "event": "listening",
+        "host": options.host,
+        "port": listener.port,
+        "server_instance_id": server_instance_id,
+        "tls": listener.tls,
+        "metrics": listener.metrics,
+        "live": options.live is not None,
+        **extra,
+    }
+    return json.dumps(document) + "\n"
+
+
+def build_server(
+    store: RelayStore,
+    options: ServeOptions,
+    listener: Listener,
+    *,
+    on_started: Callable[[], None] | None = None,
+    metrics_group: MetricsGroup | None = None,
+) -> _RelayServer:
+    """The app and the uvicorn server of one process, its TLS files loaded."""
+    certfile, keyfile = _tls_files(options)
+    guard = ConnectionGuard(
+        max_per_peer=options.max_connections_per_peer,
+        read_timeout=options.request_read_timeout,
+    )
+    app = create_app(
+        store,
+        metrics=listener.metrics,
+        live=options.live,
+        connections=guard,
+        metrics_group=metrics_group,
+    )
+    config = uvicorn.Config(
+        app,
+        http=_guarded_protocol(guard),
+        log_level="warning",
+        log_config=None,  # configure_logging owns every logger's format
+        access_log=False,
+        server_header=False,
+        date_header=True,
+        timeout_graceful_shutdown=options.shutdown_timeout,
+        # The relay never reads the client address or scheme, so no
+        # X-Forwarded-* header may rewrite them (specs/relay.md "Operations").
+        proxy_headers=False,
+        ssl_certfile=certfile,
+        ssl_keyfile=keyfile,
+    )
+    try:
+        config.load()
+    except (OSError, ssl.SSLError) as exc:
+        raise OperatorError(
+            f"cannot load the TLS certificate or key ({type(exc).__name__})",
+            "check that --tls-certfile is a PEM certificate chain and --tls-keyfile its "
+            "unencrypted PEM private key, both readable by the relay",
+        ) from None
+    group = metrics_group if listener.metrics else None
+    server = _RelayServer(config, app, on_started=on_started, metrics_group=group)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        # uvicorn re-raises the signal after its drain; this handler takes it.
+        signal.signal(signum, server.handle_exit)
+    return server
+
 
 def serve(store: RelayStore, options: ServeOptions, *, announce: TextIO = sys.stdout) -> None:
     """Bind, announce, serve until SIGTERM/SIGINT, drain, close the store."""
     try:
         configure_logging(options.log_format, access_log=options.access_log)
-        certfile, keyfile = _tls_files(options)
-        sock = _bind(options.host, options.port)
-        bound_address, bound_port = sock.getsockname()[:2]
-        with_metrics = metrics_enabled(options.metrics, bound_address)
-        guard = ConnectionGuard(
-            max_per_peer=options.max_connections_per_peer,
-            read_timeout=options.request_read_timeout,
-        )
-        app = create_app(store, metrics=with_metrics, live=options.live, connections=guard)
-        config = uvicorn.Config(
-            app,
-            http=_guarded_protocol(guard),
-            log_level="warning",
-            log_config=None,  # configure_logging owns every logger's format
-            access_log=False,
-            server_header=False,
-            date_header=True,
-            timeout_graceful_shutdown=options.shutdown_timeout,
-            # The relay never reads the client address or scheme, so no
-            # X-Forwarded-* header may rewrite them (specs/relay.md "Operations").
-            proxy_headers=False,
-            ssl_certfile=certfile,
-            ssl_keyfile=keyfile,
-        )
+        listener = listen(options)
         try:
-            config.load()
-        except (OSError, ssl.SSLError) as exc:
-            sock.close()
-            raise OperatorError(
-                f"cannot load the TLS certificate or key ({type(exc).__name__})",
-                "check that --tls-certfile is a PEM certificate chain and --tls-keyfile its "
-                "unencrypted PEM private key, both readable by the relay",
-            ) from None
-        server = _RelayServer(config, app)
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, server.handle_exit)
-        announce.write(
-            json.dumps(
-                {
-                    "event": "listening",
-                    "host": options.host,
-                    "port": bound_port,
-                    "server_instance_id": store.server_instance_id,
-                    "tls": certfile is not None,
-                    "metrics": with_metrics,
-                    "live": options.live is not None,
-                }
-            )
-            + "\n"
-        )
+            server = build_server(store, options, listener)
+        except OperatorError:
+            listener.sock.close()
+            raise
+        announce.write(listening_line(options, listener, store.server_instance_id))
         announce.flush()
-        server.run(sockets=[sock])
+        server.run(sockets=[listener.sock])
     finally:
         store.close()

@@ -59,6 +59,7 @@ from relay.http.intake import (
 )
 from relay.http.live import LiveHub, LiveOptions
 from relay.http.metrics import METRICS_PATH, RelayMetrics, metrics_endpoint
+from relay.http.metrics_group import MetricsGroup
 from relay.limits import (
     PAIRING_TOKEN_TTL_SECONDS,
     PROTOCOL_VERSION,
@@ -402,6 +403,7 @@ def create_app(
     metrics: bool = False,
     live: LiveOptions | None = LiveOptions(),  # noqa: B008 - frozen, never mutated
     connections: ConnectionGuard | None = None,
+    metrics_group: MetricsGroup | None = None,
 ) -> ProtocolHeaders:
     """Build the v1 ASGI application around one store.
 
@@ -416,7 +418,8 @@ def create_app(
 
     ``connections`` is the server's connection rules (relay/server.py applies
     them at the transport); with metrics on, ``/metrics`` counts what they
-    refused.
+    refused. ``metrics_group`` makes ``/metrics`` answer for a whole
+    ``relay serve --workers N`` group (relay/http/metrics_group.py).
     """
     hub = LiveHub(store, live) if live is not None else None
     handlers = _Handlers(store, clock, hub)
@@ -432,7 +435,7 @@ def create_app(
     ]
     if hub is not None:
         table.append((LIVE_WAIT, get, handlers.live_wait))
-    instruments = RelayMetrics(store, hub, connections) if metrics else None
+    instruments = RelayMetrics(store, hub, connections, metrics_group) if metrics else None
     if instruments is not None:
         table.append((METRICS_PATH, get, metrics_endpoint(instruments)))
     routes = [

@@ -22,6 +22,8 @@ itself still answers 200, so an outage is visible rather than a gap.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
@@ -35,6 +37,7 @@ from relay.errors import RelayError
 from relay.http.connections import ConnectionGuard
 from relay.http.intake import require_no_body
 from relay.http.live import LiveHub
+from relay.http.metrics_group import MetricsGroup, merge_families
 from relay.logformat import AccessRecord
 from relay.storage.base import RelayStore
 
@@ -42,6 +45,7 @@ __all__ = [
     "METRICS_PATH",
     "ConnectionCollector",
     "LiveCollector",
+    "PoolCollector",
     "RelayMetrics",
     "StoreCollector",
     "metrics_endpoint",
@@ -55,7 +59,11 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 
 
 class StoreCollector:
-    """Scrape-time gauges from the store: database reachability, totals, connections."""
+    """Scrape-time gauges of the database as a whole: reachability and totals.
+
+    The same for every process on the database, so a worker group reads
+    them once per scrape and never adds them up (relay/http/metrics_group.py).
+    """
 
     def __init__(self, store: RelayStore) -> None:
         self._store = store
@@ -82,6 +90,15 @@ class StoreCollector:
                 "Messages ever given a sequence (retention never lowers it)",
                 value=counts.messages_sequenced,
             )
+
+
+class PoolCollector:
+    """Scrape-time gauges of this process's database connections (no I/O)."""
+
+    def __init__(self, store: RelayStore) -> None:
+        self._store = store
+
+    def collect(self) -> Iterator[Metric]:
         pool = self._store.pool_state()
         yield GaugeMetricFamily(
             f"{_PREFIX}_db_pool_connections", "Open database connections", value=pool.size
@@ -159,14 +176,32 @@ class ConnectionCollector:
         yield refused
 
 
+class _Families:
+    """A fixed list of families, in the shape ``generate_latest`` reads."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> list[Metric]:
+        return self._families
+
+
 class RelayMetrics:
-    """The request instruments and the store collector of one app, in one registry."""
+    """The request instruments and the scrape-time collectors of one app.
+
+    ``registry`` holds what this process alone counts (requests, latency,
+    its pool, its live waits and connections); the database-wide gauges are
+    collected beside it. With ``group`` (``relay serve --workers N``) the
+    process's own figures are published for its siblings and a scrape
+    answers with the whole group's sum (relay/http/metrics_group.py).
+    """
 
     def __init__(
         self,
         store: RelayStore,
         live: LiveHub | None = None,
         connections: ConnectionGuard | None = None,
+        group: MetricsGroup | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
         self._requests = Counter(
@@ -182,20 +217,36 @@ class RelayMetrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(StoreCollector(store))
+        self.registry.register(PoolCollector(store))
         if live is not None:
             self.registry.register(LiveCollector(live))
         if connections is not None:
             self.registry.register(ConnectionCollector(connections))
+        self._database = StoreCollector(store)
+        self.group = group
+        self._publishing = threading.Lock()
+        if group is not None:
+            group.attach(self.publish)
 
     def observe(self, access: AccessRecord) -> None:
         """Count one finished request (called by the outermost ASGI layer)."""
         self._requests.labels(access.route, access.method, str(access.status)).inc()
         self._latency.labels(access.route, access.method).observe(access.duration_ms / 1000)
 
+    def publish(self) -> list[Metric]:
+        """This process's own figures, shared with the group when there is one."""
+        own = list(self.registry.collect())
+        if self.group is not None:
+            with self._publishing, contextlib.suppress(OSError):
+                self.group.publish(own)  # a full or vanished directory: siblings see older figures
+        return own
+
     def exposition(self) -> bytes:
         """The text format; blocking (it queries the store), so run off the event loop."""
-        return generate_latest(self.registry)
+        own = self.publish()
+        if self.group is not None:
+            own = merge_families(own, self.group.siblings())
+        return generate_latest(_Families([*own, *self._database.collect()]))
 
 
 def metrics_endpoint(metrics: RelayMetrics) -> Callable[[Request], Awaitable[Response]]:

@@ -1,0 +1,403 @@
+"""``relay serve --workers N``: N real processes on one address over one
+PostgreSQL database (#35; specs/relay.md "Several processes, one address").
+
+Which worker answers a connection is the kernel's choice, so these tests
+make it a fact instead of a hope: a worker stopped with SIGSTOP cannot
+accept, so with every other worker stopped a new connection can only be
+served by the one left running. No verdict depends on speed: every wait is
+for an event (a line, an exit, a metric reaching a value) within a
+generous bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.relay.backends import Backend
+from tests.relay.helpers import batch
+from tests.relay.live import Database, issue_token
+from tests.relay.live import provision as live_provision
+from wire.http_v1.live import LIVE_WAIT
+
+BOUND_S = 60.0
+#: A wake these tests see came from a notification, never the safety tick.
+NO_TICK = ("--live-tick-seconds", "600", "--live-max-wait", "55")
+
+
+def until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + BOUND_S
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie has exited; only its parent has not reaped it yet
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def parent_of(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("PPid:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no PPid for {pid}")
+
+
+@dataclass
+class Group:
+    process: subprocess.Popen[str]
+    ready: dict[str, Any]
+    db: Database
+    log: queue.Queue[str] = field(default_factory=queue.Queue)
+    stopped: set[int] = field(default_factory=set)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.ready['port']}"
+
+    @property
+    def pids(self) -> list[int]:
+        return [int(p) for p in self.ready["pids"]]
+
+    def pair(self, team_id: str) -> dict[str, str]:
+        token = issue_token(self.db, team_id)
+        response = httpx.post(
+            self.url + "/v1/pairing/exchange",
+            json={"token": token},
+            headers={"Agmsg-Protocol-Version": "1"},
+            timeout=BOUND_S,
+        )
+        assert response.status_code == 200, response.text
+        return {
+            "Agmsg-Protocol-Version": "1",
+            "Agmsg-Team-ID": team_id,
+            "Authorization": f"Bearer {response.json()['credential']}",
+        }
+
+    @contextmanager
+    def only(self, pid: int) -> Iterator[None]:
+        """Every worker but ``pid`` stopped: a new connection reaches ``pid`` alone."""
+        others = [p for p in self.pids if p != pid]
+        for other in others:
+            os.kill(other, signal.SIGSTOP)
+            self.stopped.add(other)
+        try:
+            yield
+        finally:
+            for other in others:
+                os.kill(other, signal.SIGCONT)
+                self.stopped.discard(other)
+
+    def log_line(self, needle: str) -> str:
+        deadline = time.monotonic() + BOUND_S
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no log line with {needle!r}"
+            line = self.log.get(timeout=remaining)
+            if needle in line:
+                return line
+
+
+def start_group(db: Database, *extra: str) -> Group:
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "syncengine",
+            "relay",
+            "serve",
+            "--db",
+            str(db),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-access-log",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "SYNCENGINE_RELAY_WORKERS"},
+    )
+    assert process.stdout is not None and process.stderr is not None
+    line = process.stdout.readline()
+    if not line:
+        raise AssertionError(f"the group did not start: {process.stderr.read()}")
+    group = Group(process, json.loads(line), db)
+    stderr = process.stderr
+
+    def pump() -> None:
+        for text in stderr:
+            group.log.put(text)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return group
+
+
+@contextmanager
+def running_group(db: Database, *extra: str) -> Iterator[Group]:
+    group = start_group(db, *extra)
+    try:
+        yield group
+    finally:
+        for pid in list(group.stopped):
+            os.kill(pid, signal.SIGCONT)
+        if group.process.poll() is None:
+            group.process.terminate()
+            try:
+                group.process.wait(timeout=BOUND_S)
+            except subprocess.TimeoutExpired:
+                group.process.kill()
+                group.process.wait(timeout=10)
+        for pid in group.pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def pool() -> Iterator[ThreadPoolExecutor]:
+    with ThreadPoolExecutor(max_workers=4) as executor:
+        yield executor
+
+
+def health(group: Group) -> int:
+    # A new connection each time: a kept-alive one stays with the worker that took it.
+    return httpx.get(group.url + "/v1/health", timeout=BOUND_S).status_code
+
+
+def post(group: Group, headers: dict[str, str], count: int = 1) -> list[int]:
+    response = httpx.post(
+        group.url + "/v1/messages",
+        json={"messages": batch(count)},
+        headers=headers,
+        timeout=BOUND_S,
+    )
+    assert response.status_code == 200, response.text
+    return [int(ack["server_seq"]) for ack in response.json()["acks"]]
+
+
+def pulled(group: Group, headers: dict[str, str]) -> list[int]:
+    response = httpx.get(
+        group.url + "/v1/messages", params={"after": "0"}, headers=headers, timeout=BOUND_S
+    )
+    assert response.status_code == 200, response.text
+    return [int(m["server_seq"]) for m in response.json()["messages"]]
+
+
+def metric(group: Group, name: str, labels: str = "") -> float:
+    body = httpx.get(group.url + "/metrics", timeout=BOUND_S).text
+    prefix = f"{name}{{{labels}}} " if labels else f"{name} "
+    for line in body.splitlines():
+        if line.startswith(prefix):
+            return float(line.split()[-1])
+    return 0.0
+
+
+# -- starting: one address, one line ------------------------------------------------------------
+
+
+def test_the_listening_line_names_every_worker_pid_each_a_child_of_the_supervisor(
+    postgres_backend: Backend,
+) -> None:
+    with running_group(postgres_backend.location, "--workers", "2") as group:
+        assert group.ready["workers"] == 2
+        assert len(set(group.pids)) == 2
+        assert group.ready["supervisor_pid"] == group.process.pid
+        for pid in group.pids:
+            assert alive(pid) and parent_of(pid) == group.process.pid
+
+
+def test_each_of_two_workers_serves_the_one_address_alone(postgres_backend: Backend) -> None:
+    with running_group(postgres_backend.location, "--workers", "2") as group:
+        for pid in group.pids:
+            with group.only(pid):
+                assert health(group) == 200
+
+
+def test_a_message_posted_through_one_worker_is_pulled_through_the_other(
+    postgres_backend: Backend, tmp_path: Path
+) -> None:
+    url = postgres_backend.location
+    with running_group(url, "--workers", "2") as group:
+        first, second = group.pids
+        team = live_provision(url, tmp_path)
+        with group.only(first):
+            writer = group.pair(team["team_id"])
+            assert post(group, writer, 3) == [1, 2, 3]
+        with group.only(second):
+            reader = group.pair(team["team_id"])
+            assert pulled(group, reader) == [1, 2, 3]
+
+
+def test_a_live_wait_held_by_one_worker_is_woken_by_a_post_through_the_other(
+    postgres_backend: Backend, tmp_path: Path, pool: ThreadPoolExecutor
+) -> None:
+    url = postgres_backend.location
+    with running_group(url, "--workers", "2", *NO_TICK) as group:
+        waiter_pid, poster_pid = group.pids
+        team = live_provision(url, tmp_path)
+        headers = group.pair(team["team_id"])
+        with group.only(waiter_pid):
+            future: Future[httpx.Response] = pool.submit(
+                httpx.get,
+                group.url + LIVE_WAIT,
+                params={"after": "0", "read_after": "0", "wait": "55"},
+                headers=headers,
+                timeout=BOUND_S + 55,
+            )
+            until(
+                lambda: metric(group, "syncengine_relay_live_waits_open") == 1.0,
+                "the wait to be held by the one running worker",
+            )
+        with group.only(poster_pid):
+            assert post(group, headers) == [1]
+        answer = future.result(timeout=BOUND_S).json()
+        assert (answer["current_seq"], answer["woken"]) == ("1", True)
+
+
+# -- stopping -----------------------------------------------------------------------------------
+
+
+def test_sigterm_to_the_supervisor_stops_every_worker_closes_the_address_and_exits_0(
+    postgres_backend: Backend,
+) -> None:
+    group = start_group(postgres_backend.location, "--workers", "2")
+    try:
+        assert health(group) == 200
+        group.process.send_signal(signal.SIGTERM)
+        assert group.process.wait(timeout=BOUND_S) == 0
+        for pid in group.pids:
+            until(lambda pid=pid: not alive(pid), f"worker {pid} to exit")
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", int(group.ready["port"])), timeout=10).close()
+    finally:
+        if group.process.poll() is None:
+            group.process.kill()
+            group.process.wait(timeout=10)
+
+
+def test_a_worker_killed_with_sigkill_is_reported_and_replaced_and_nothing_is_lost(
+    postgres_backend: Backend, tmp_path: Path
+) -> None:
+    url = postgres_backend.location
+    with running_group(url, "--workers", "2", "--log-format", "json") as group:
+        victim, survivor = group.pids
+        team = live_provision(url, tmp_path)
+        headers = group.pair(team["team_id"])
+        with group.only(victim):
+            assert post(group, headers, 2) == [1, 2]
+        os.kill(victim, signal.SIGKILL)
+        died = json.loads(group.log_line(f"relay worker {victim} exited"))
+        assert died["level"] == "warning" and "killed by SIGKILL" in died["message"]
+        replaced = json.loads(group.log_line(f"in place of {victim}"))
+        replacement = int(replaced["message"].split()[2])
+        assert replacement not in (victim, survivor)
+        assert alive(replacement) and parent_of(replacement) == group.process.pid
+        group.ready["pids"] = [replacement, survivor]
+        with group.only(replacement):
+            assert post(group, headers) == [3]
+            assert pulled(group, headers) == [1, 2, 3]
+
+
+# -- refusals -----------------------------------------------------------------------------------
+
+
+def _serve(
+    db: Database, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "syncengine",
+            "relay",
+            "serve",
+            "--db",
+            str(db),
+            "--port",
+            "0",
+            *args,
+        ],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=BOUND_S,
+        check=False,
+    )
+
+
+def _assert_sqlite_refused(result: subprocess.CompletedProcess[str], workers: int) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [
+        f"error: --workers {workers} needs a PostgreSQL database; a SQLite file takes one process"
+    ]
+    assert "remedy: " in result.stderr
+    assert "listening" not in result.stdout
+
+
+def test_workers_on_a_sqlite_file_are_refused_before_anything_listens(tmp_path: Path) -> None:
+    db = tmp_path / "relay.db"
+    _assert_sqlite_refused(_serve(db, "--workers", "2"), 2)
+
+
+def test_the_workers_variable_on_a_sqlite_file_is_refused_like_the_option(tmp_path: Path) -> None:
+    db = tmp_path / "relay.db"
+    _assert_sqlite_refused(_serve(db, env={"SYNCENGINE_RELAY_WORKERS": "3"}), 3)
+
+
+def test_a_worker_group_whose_database_is_unreachable_exits_3_before_listening() -> None:
+    with socket.socket() as holder:  # a port nothing listens on
+        holder.bind(("127.0.0.1", 0))
+        port = holder.getsockname()[1]
+    result = _serve(f"postgresql://nobody@127.0.0.1:{port}/none", "--workers", "2")
+    assert result.returncode == 3, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "listening" not in result.stdout
+
+
+# -- metrics ------------------------------------------------------------------------------------
+
+
+def test_metrics_at_the_one_address_add_up_the_requests_of_every_worker(
+    postgres_backend: Backend,
+) -> None:
+    with running_group(postgres_backend.location, "--workers", "2", "--metrics") as group:
+        first, second = group.pids
+        with group.only(first):
+            for _ in range(3):
+                assert health(group) == 200
+        with group.only(second):
+            for _ in range(4):
+                assert health(group) == 200
+        health_total = 'method="GET",route="/v1/health",status="200"'
+        until(
+            lambda: metric(group, "syncengine_relay_http_requests_total", health_total) == 7.0,
+            "the group's metrics to count 3 + 4 health requests",
+        )
+        assert metric(group, "syncengine_relay_database_up") == 1.0
