@@ -108,7 +108,7 @@ def _sequence(option: str) -> Callable[[str], int]:
     return parse
 
 
-#: The blocking quarantine statuses (``syncengine.ops.quarantine.BLOCKING_STATUSES``,
+#: The held quarantine statuses (``syncengine.ops.quarantine.BLOCKING_STATUSES``,
 #: named here so that building the parser imports no sync code).
 QUARANTINE_STATUSES = (
     "unsupported_cipher",
@@ -116,6 +116,8 @@ QUARANTINE_STATUSES = (
     "authentication_failed",
     "malformed",
     "policy_violation",
+    "manifest_mismatch",
+    "before_join",
 )
 
 
@@ -952,6 +954,14 @@ def _status_text(obj: dict[str, Any]) -> str:
             "(syncengine quarantine list)"
         )
         lines.append(f"  remedy        {blocked['remediation']}")
+    before_join = obj["quarantine"].get("before_join", 0)
+    if before_join:
+        # Settled, not blocked (issue #33): said in plain words, no remedy.
+        noun = "message" if before_join == 1 else "messages"
+        lines.append(
+            f"before joining  {before_join} {noun} from before this machine joined; "
+            "they cannot be opened here"
+        )
     return "\n".join(lines)
 
 

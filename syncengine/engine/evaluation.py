@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Protocol
 
+from syncengine.engine.epochs import KeyEpoch
 from syncengine.engine.security import ReadPolicy, SecurityHistory, read_policy
 from syncengine.engine.state import ConnectionRecord
 from syncengine.ops.records import MAX_REASON_CHARS, SyncPullMessage
@@ -36,6 +37,7 @@ __all__ = [
     "JudgingPool",
     "Pulled",
     "Verdict",
+    "joined_later",
     "judge",
     "judge_page",
     "start_evaluation",
@@ -82,6 +84,8 @@ def judge(
     waits as ``pending_key`` ("beyond its verified history coverage remain
     unprojected") and is judged again by ``reprocess`` after the import.
     The identity is asked for only when an age-v1 envelope passed policy.
+    Without one, an envelope of an epoch this machine joined after
+    (:func:`joined_later`) is ``before_join``, not ``pending_key``.
     """
     epochs = connection.epochs
     trusted = epochs.at(seq)
@@ -109,6 +113,13 @@ def judge(
         loaded = identity(trusted.key_id)
         if loaded is not None:
             identities[trusted.key_id] = loaded
+        elif joined_later(trusted, epochs.epochs, identity):
+            return (
+                "before_join",
+                f"sealed for epoch {trusted.key_id!r}, before this machine joined the team: none "
+                "of its identities is a recipient of that epoch, so it cannot be opened here",
+                None,
+            )
     ctx = OpenContext(
         binding=Binding(connection.remote_team_id, wire_id, connection.protocol_version),
         allowed_ciphers=allowed_ciphers,
@@ -121,6 +132,34 @@ def judge(
         return "importable", None, outcome.message
     assert isinstance(outcome, Blocked)
     return outcome.state.value, outcome.reason[:MAX_REASON_CHARS], None
+
+
+def joined_later(epoch: KeyEpoch, epochs: Sequence[KeyEpoch], identity: IdentityLookup) -> bool:
+    """Whether this machine joined the team after ``epoch``: it holds an
+    identity for a later epoch, and no identity it holds is a recipient of
+    ``epoch``'s manifest (issue #33; specs/engine.md "Key epochs").
+
+    Such an envelope was never sealed to this machine, so it is not waiting
+    for a key: ``before_join``, held but not blocking. A machine that *was*
+    a recipient and only lacks the identity file (none installed for that
+    epoch, though its recipient is in the manifest), or one with no later
+    identity at all (a removed machine, or none installed anywhere), keeps
+    ``pending_key``. Only the public recipient of each identity is compared;
+    the identities are the ones the engine already loads by epoch.
+    """
+    from wire.age_keys import X25519Identity
+    from wire.age_profile import EpochManifest
+
+    later = [
+        identity(other.key_id)
+        for other in epochs
+        if other.revision > epoch.revision and other.identity_path is not None
+    ]
+    held = [loaded for loaded in later if isinstance(loaded, X25519Identity)]
+    if not held or len(held) != len(later):
+        return False
+    manifest = EpochManifest.from_strings(epoch.key_id, epoch.recipients)
+    return not any(manifest.contains(loaded.recipient) for loaded in held)
 
 
 def judge_page(
@@ -226,10 +265,14 @@ def start_evaluation(
     pool = workers(sealed) if sealed else None
     pending: Callable[[], list[Verdict] | None] | None = None
     if pool is not None:
-        # An unreadable identity file fails here, named, not in a worker.
+        # An unreadable identity file fails here, named, not in a worker —
+        # those of later epochs too, which ``joined_later`` may read.
         for key_id in {item[3].key_id for item in page if item[3].cipher == "age-v1"}:
-            if key_id is not None and connection.epochs.by_key_id(key_id) is not None:
-                identity(key_id)
+            epoch = connection.epochs.by_key_id(key_id) if key_id is not None else None
+            if epoch is not None and identity(epoch.key_id) is None:
+                for other in connection.epochs.epochs[epoch.revision + 1 :]:
+                    if other.identity_path is not None:
+                        identity(other.key_id)
         pending = pool.judge(
             [
                 (item[3], item[1], item[0], policy.allowed_ciphers)

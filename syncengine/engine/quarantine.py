@@ -1,9 +1,12 @@
-"""What an operator does about each kind of blocked envelope (issue #15, item 4).
+"""What an operator does about each kind of held envelope (issue #15, item 4).
 
 The statuses are the profile outcomes of message-synchronization.md
-"Quarantine"; only ``pending_key`` and ``unsupported_cipher`` can clear on
-this machine (a key installed, a newer program), after which ``reprocess``
-imports them. The others are the relay's or the sender's to fix.
+"Quarantine" and our two (wire/block_states.py); only ``pending_key`` and
+``unsupported_cipher`` can clear on this machine (a key installed, a newer
+program), after which ``reprocess`` imports them. ``before_join`` needs
+nothing: the answer says so, and how a machine gets the older history
+anyway (seeding from a backup, issue #33). The others are the relay's or
+the sender's to fix.
 """
 
 from __future__ import annotations
@@ -30,6 +33,20 @@ def blocked_remedy(status: str, connection: st.ConnectionRecord) -> str:
             f"--team {team}. A key ID missing from 'syncengine keys epoch list' is an epoch "
             "another machine added: import the team's snapshot first (syncengine keys epoch "
             f"import). Then run syncengine reprocess --team {team}."
+        )
+    if status == "before_join":
+        return (
+            "Nothing to do: these messages were sealed before this machine joined the team, "
+            "to an epoch it was never a recipient of, so they cannot be opened here (they do "
+            "not block syncing). To give this machine the team's older history, seed it from "
+            f"a teammate's backup: syncengine seed --input FILE --team {team}."
+        )
+    if status == "manifest_mismatch":
+        return (
+            "The envelope's age header does not carry one recipient per entry of the epoch "
+            "manifest it names: its writer sealed to another recipient set than the team's "
+            "(a drifted epoch history). It is never imported. The sender must import the "
+            "team's current epoch snapshot (syncengine keys epoch import) and send again."
         )
     if status == "authentication_failed":
         return (

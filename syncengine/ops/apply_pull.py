@@ -19,7 +19,9 @@ reservation by wire ID, and whoever holds the sequence):
   sequence, or a sequence held by another wire ID is an integrity
   violation: the whole page is refused — only its conflicts are recorded in
   ``sync_conflicts``, nothing is imported and the cursor does not move;
-* blocking statuses are stored as they are, without importing.
+* blocking statuses (and the settled ``before_join``) are stored as they
+  are, without importing; a held row judged again is rewritten with its new
+  status and reason, so a ``pending_key`` becomes ``before_join`` (or back).
 
 The cursor moves to the page's ``next_after`` in the same transaction
 (``apply.commit``). Importing never marks anything read. The pure core
@@ -226,7 +228,7 @@ def plan_apply(
             else:
                 evidence = Evidence.IMPORTABLE_ECHO if mine is not None else Evidence.IMPORTABLE_NEW
             after, outcome = quarantine_next(stored.status, evidence, supplied)
-            if after is not stored.status or (blocking and after.blocking):
+            if after is not stored.status or (blocking and after.held):
                 plan.updates.append((index, after))
             if after is QuarantineState.IMPORTED and stored.status is not QuarantineState.IMPORTED:
                 plan.imports.append(index)

@@ -18,7 +18,10 @@ from syncengine.store.errors import InvalidInput
 
 __all__ = ["BLOCKING_STATUSES", "BlockedEnvelope", "count_blocked", "list_blocked"]
 
-BLOCKING_STATUSES = tuple(s.value for s in QuarantineState if s.blocking)
+#: What ``quarantine list`` shows: every held status — the blocking ones and
+#: the settled ``before_join`` (issue #33: listed with its reason, though it
+#: needs nothing) — in the order of the partial index's ``IN`` list.
+BLOCKING_STATUSES = tuple(s.value for s in QuarantineState if s.held)
 _IN = ", ".join(f"'{s}'" for s in BLOCKING_STATUSES)
 
 
@@ -76,7 +79,8 @@ def list_blocked(
 
 
 def count_blocked(conn: Any, binding_pk: int) -> int:
-    """How many envelopes wait in quarantine (one count on the blocking index)."""
+    """How many envelopes wait in quarantine, every held status (one count on
+    the held-states index): what a ``reprocess`` will look at."""
     row = conn.execute(
         f"SELECT count(*) FROM sync_quarantine WHERE binding_pk = ? AND status IN ({_IN})",
         (binding_pk,),

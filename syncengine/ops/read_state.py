@@ -206,7 +206,8 @@ def _first_blocking_seq(conn: Any, binding_pk: int, after: int) -> int | None:
     for sql in (
         "SELECT min(server_seq) FROM sync_quarantine INDEXED BY sync_quarantine_blocking"
         " WHERE binding_pk = ? AND server_seq > ? AND status IN ('unsupported_cipher',"
-        " 'pending_key', 'authentication_failed', 'malformed', 'policy_violation')",
+        " 'pending_key', 'authentication_failed', 'malformed', 'policy_violation',"
+        " 'manifest_mismatch', 'before_join')",
         "SELECT min(server_seq) FROM sync_quarantine INDEXED BY sync_quarantine_corrupt"
         " WHERE binding_pk = ? AND server_seq > ? AND status = 'corrupt_state'",
     ):

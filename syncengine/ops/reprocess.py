@@ -13,7 +13,9 @@ store has not seen) has nothing to offer: cursor 0, no candidates, and no
 binding is created. Transport cursor and generation never change here; outcomes
 come back through :func:`syncengine.ops.apply_pull.apply_pull` with
 ``next_after`` equal to the current transport cursor. ``corrupt_state``
-rows are not offered: they need an operator, not a new key.
+rows are not offered: they need an operator, not a new key. ``before_join``
+rows are (issue #33): they need nothing, but an identity of their epoch
+installed later opens them, as it does a ``pending_key``.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ from syncengine.ops.records import (
     format_page_key,
     parse_page_key,
 )
+from syncengine.ops.states import QuarantineState
 from syncengine.store.connection import read_transaction
 from syncengine.store.errors import InvalidInput
 from wire.envelope import Envelope
 
 __all__ = [
+    "HELD_IN",
     "KEYSET_SQL",
     "MAX_REPROCESS_LIMIT",
     "ReprocessResult",
@@ -46,14 +50,18 @@ __all__ = [
 #: Upstream bounds a reprocess page to 1..1000 candidates.
 MAX_REPROCESS_LIMIT = 1000
 
+#: Every held state (blocking, and the settled ``before_join``: an identity
+#: installed later opens it too), as the partial index's ``IN`` list spells
+#: them (migration 14): the planner uses the index only on an exact match.
+HELD_IN = ", ".join(f"'{state.value}'" for state in QuarantineState if state.held)
+
 #: One keyset page. ``INDEXED BY`` pins the partial blocking index: left to
 #: itself the planner may prefer the (binding, server_seq) unique index and
 #: walk every imported row of the history to find the few blocking ones.
 KEYSET_SQL = (
     "SELECT server_seq, wire_id, server_received_at, envelope_v, cipher, key_id, blob, status"
     " FROM sync_quarantine INDEXED BY sync_quarantine_blocking"
-    " WHERE binding_pk = ? AND status IN ('unsupported_cipher', 'pending_key',"
-    " 'authentication_failed', 'malformed', 'policy_violation')"
+    f" WHERE binding_pk = ? AND status IN ({HELD_IN})"
     " AND (server_seq, wire_id) > (?, ?)"
     " ORDER BY server_seq, wire_id LIMIT ?"
 )

@@ -29,7 +29,7 @@ import functools
 from collections.abc import Mapping
 
 from syncengine.store.errors import StoreError
-from wire.block_states import BlockState
+from wire.block_states import SETTLED, BlockState
 
 __all__ = [
     "BINDING_TRANSITIONS",
@@ -155,13 +155,23 @@ class QuarantineState(enum.StrEnum):
     AUTHENTICATION_FAILED = BlockState.AUTHENTICATION_FAILED.value
     MALFORMED = BlockState.MALFORMED.value
     POLICY_VIOLATION = BlockState.POLICY_VIOLATION.value
+    MANIFEST_MISMATCH = BlockState.MANIFEST_MISMATCH.value
+    BEFORE_JOIN = BlockState.BEFORE_JOIN.value
 
     @property
     def blocking(self) -> bool:
+        """Held, and someone must act (``status`` says ``blocked``)."""
         return self.value in _BLOCKING
 
+    @property
+    def held(self) -> bool:
+        """Not final: unprojected, and ``reprocess`` judges it again (every
+        blocking state, and the settled ones such as ``before_join``)."""
+        return self.value in _HELD
 
-_BLOCKING = frozenset(state.value for state in BlockState)
+
+_HELD = frozenset(state.value for state in BlockState)
+_BLOCKING = frozenset(state.value for state in BlockState if state not in SETTLED)
 
 #: Stored text → state (see :data:`RESERVATION_STATES`).
 QUARANTINE_STATES: Mapping[str, QuarantineState] = {s.value: s for s in QuarantineState}
@@ -187,8 +197,8 @@ class Next(enum.Enum):
 
 
 #: (stored kind, evidence) → (next row state, reported outcome). Stored kind
-#: is ``None`` (no row yet), ``"blocking"`` (any of the five blocking
-#: states), or the final state itself.
+#: is ``None`` (no row yet), ``"blocking"`` (any held state: the blocking
+#: ones and ``before_join``), or the final state itself.
 QUARANTINE_TRANSITIONS: Mapping[tuple[str | None, Evidence], tuple[Next, Next]] = {
     (None, Evidence.IMPORTABLE_NEW): (Next.IMPORTED, Next.IMPORTED),
     (None, Evidence.IMPORTABLE_ECHO): (Next.RECONCILED, Next.RECONCILED),
@@ -216,12 +226,12 @@ QUARANTINE_TRANSITIONS: Mapping[tuple[str | None, Evidence], tuple[Next, Next]] 
 def _kind(state: QuarantineState | None) -> str | None:
     if state is None:
         return None
-    return "blocking" if state.blocking else state.value
+    return "blocking" if state.held else state.value
 
 
 def _resolve(target: Next, stored: QuarantineState | None, supplied: str | None) -> QuarantineState:
     if target is Next.INPUT_STATUS:
-        if supplied is None or supplied not in _BLOCKING:
+        if supplied is None or supplied not in _HELD:
             raise IllegalTransition("quarantine", stored, "blocking without a blocking status")
         return QuarantineState(supplied)
     if target is Next.UNCHANGED:

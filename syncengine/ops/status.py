@@ -68,9 +68,10 @@ class SyncStatus:
     read_members: tuple[MemberReadStatus, ...] = ()
 
 
-#: The quarantine statuses that hold an envelope back, in the order of their
-#: partial index's ``IN`` list (the planner uses the index only on a match).
-_BLOCKING = ", ".join(f"'{state.value}'" for state in QuarantineState if state.blocking)
+#: The held quarantine statuses (blocking, and the settled ``before_join``),
+#: in the order of their partial index's ``IN`` list (migration 14; the
+#: planner uses the index only on a match).
+_HELD = ", ".join(f"'{state.value}'" for state in QuarantineState if state.held)
 
 
 def _state_counts(conn: Any, binding_pk: int) -> tuple[dict[str, int], dict[str, int]]:
@@ -90,7 +91,7 @@ def _state_counts(conn: Any, binding_pk: int) -> tuple[dict[str, int], dict[str,
     quarantine = dict(
         conn.execute(
             "SELECT status, count(*) FROM sync_quarantine INDEXED BY sync_quarantine_blocking"
-            f" WHERE binding_pk = ? AND status IN ({_BLOCKING}) GROUP BY status",
+            f" WHERE binding_pk = ? AND status IN ({_HELD}) GROUP BY status",
             (binding_pk,),
         ).fetchall()
     )

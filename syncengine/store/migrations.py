@@ -544,9 +544,60 @@ def _v13_history_counts(conn: Any) -> None:
 
 
 def _v14_quarantine_outcomes(conn: Any) -> None:
-    """Reserved for issue #33/#34: new terminal quarantine outcomes (a
-    message sealed before this machine joined; a header that contradicts its
-    epoch manifest). Filled in by the change that adds them."""
+    """Two more held quarantine states (issues #33, #34; wire/block_states.py):
+    ``manifest_mismatch`` (blocking: the age header contradicts the epoch
+    manifest it claims) and ``before_join`` (settled: sealed for an epoch
+    this machine was never a recipient of).
+
+    SQLite cannot widen a CHECK in place, so ``sync_quarantine`` is rebuilt
+    (the documented create-copy-drop-rename) with the wider CHECK and every
+    index it had; the held-states partial index now lists all seven, in
+    ``BlockState`` order — the queries that name it spell the same list.
+    Rows are copied with their rowids, as they are; no status
+    changes (``reprocess`` re-judges an old ``pending_key`` as
+    ``before_join`` where that is what it is)."""
+    held = (
+        "'unsupported_cipher', 'pending_key', 'authentication_failed', 'malformed',"
+        " 'policy_violation', 'manifest_mismatch', 'before_join'"
+    )
+    conn.execute(
+        f"""
+        CREATE TABLE sync_quarantine_v14 (
+            binding_pk              INTEGER NOT NULL REFERENCES sync_bindings (binding_pk),
+            wire_id                 TEXT NOT NULL,
+            server_seq              INTEGER NOT NULL CHECK (server_seq >= 1),
+            server_received_at      TEXT NOT NULL,
+            envelope_v              INTEGER NOT NULL,
+            cipher                  TEXT NOT NULL,
+            key_id                  TEXT,
+            blob                    TEXT NOT NULL,
+            status                  TEXT NOT NULL CHECK (status IN (
+                'imported', 'reconciled', 'corrupt_state', {held})),
+            policy_revision         INTEGER NOT NULL CHECK (policy_revision >= 0),
+            local_security_revision INTEGER NOT NULL CHECK (local_security_revision >= 0),
+            reason                  TEXT,
+            local_position          INTEGER REFERENCES messages (seq),
+            PRIMARY KEY (binding_pk, wire_id),
+            UNIQUE (binding_pk, server_seq)
+        ) STRICT;
+        INSERT INTO sync_quarantine_v14 (rowid, binding_pk, wire_id, server_seq,
+            server_received_at, envelope_v, cipher, key_id, blob, status, policy_revision,
+            local_security_revision, reason, local_position)
+            SELECT rowid, binding_pk, wire_id, server_seq, server_received_at, envelope_v,
+            cipher, key_id, blob, status, policy_revision, local_security_revision, reason,
+            local_position FROM sync_quarantine ORDER BY rowid;
+        DROP TABLE sync_quarantine;
+        ALTER TABLE sync_quarantine_v14 RENAME TO sync_quarantine;
+        CREATE INDEX sync_quarantine_blocking ON sync_quarantine (binding_pk, server_seq, wire_id)
+            WHERE status IN ({held});
+        CREATE INDEX sync_quarantine_by_local ON sync_quarantine (binding_pk, local_position)
+            WHERE local_position IS NOT NULL;
+        CREATE INDEX sync_quarantine_corrupt ON sync_quarantine (binding_pk, server_seq)
+            WHERE status = 'corrupt_state';
+        CREATE INDEX sync_quarantine_by_envelope_head
+            ON sync_quarantine (binding_pk, substr(blob, 1, 160)) WHERE cipher <> 'none';
+        """
+    )
 
 
 def _v15_epoch_checkpoints(conn: Any) -> None:
