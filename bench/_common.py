@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import threading
 import time
@@ -56,7 +57,10 @@ __all__ = [
     "median_ratio",
     "per_call",
     "process_tree",
+    "raise_open_files_limit",
     "summarize",
+    "tree_cpu_seconds",
+    "tree_rss_mb",
 ]
 
 
@@ -181,6 +185,60 @@ def _process_memory_kb(pid: int) -> tuple[int, int, int] | None:
     except (OSError, ValueError):
         return None
     return rss, pss, hwm
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """utime + stime + cutime + cstime of one process (clock ticks), or ``None``."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15])
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds used so far by ``root`` and its live descendants.
+
+    Each live process counts its own time and that of the children it has
+    reaped (``cutime``/``cstime``), so a worker or a PostgreSQL backend that
+    exited is still counted, once, under the process that reaped it. Take
+    the difference of two readings for the CPU of an interval.
+    """
+    ticks = 0
+    for pid in process_tree(root):
+        value = _cpu_ticks(pid)
+        if value is not None:
+            ticks += value
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def tree_rss_mb(root: int) -> tuple[float, float, int]:
+    """(RSS sum, PSS sum, processes) of ``root``'s tree now, in MiB."""
+    rss = pss = 0
+    count = 0
+    for pid in process_tree(root):
+        value = _process_memory_kb(pid)
+        if value is not None:
+            rss += value[0]
+            pss += value[1]
+            count += 1
+    return rss / 1024, pss / 1024, count
+
+
+def raise_open_files_limit(needed: int) -> int:
+    """Raise this process's soft ``RLIMIT_NOFILE`` towards ``needed`` (never
+    past the hard limit) and return the soft limit now in force.
+
+    Processes started afterwards inherit it, so a bench that starts its
+    relays after calling this gives them the same room.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    ceiling = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if soft != resource.RLIM_INFINITY and soft < ceiling:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
+        soft = ceiling
+    return int(soft)
 
 
 @dataclass
