@@ -152,9 +152,8 @@ class SqlRelayStore(ABC):
             policy = steps.policy_history(tx, team.pk)[-1]
             plan = plan_batch(batch, existing, policy, team.current_seq)
             if plan.inserts:
-                tx.run_many(
-                    "INSERT INTO messages(team_pk, team_seq, wire_id, server_received_at, "
-                    "v, cipher, key_id, blob) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                tx.insert_rows(
+                    steps.MESSAGES,
                     [
                         (
                             team.pk,
@@ -169,9 +168,8 @@ class SqlRelayStore(ABC):
                         for seq, m in plan.inserts
                     ],
                 )
-                tx.run_many(
-                    "INSERT INTO wire_ids(team_pk, wire_id, envelope_digest, team_seq) "
-                    "VALUES (?, ?, ?, ?)",
+                tx.insert_rows(
+                    steps.WIRE_IDS,
                     [(team.pk, m.wire_id, m.digest, seq) for seq, m in plan.inserts],
                 )
                 tx.run(

@@ -30,7 +30,7 @@ from relay.errors import (
     Unauthenticated,
 )
 from relay.limits import MAX_EXACT_PER_MEMBER, MAX_EXACT_PER_TEAM, MAX_SEQ
-from relay.storage.dialect import Tx
+from relay.storage.dialect import BulkTable, Tx
 from relay.storage.read_stream import exact_floor, merge_page
 from relay.storage.records import (
     Access,
@@ -47,7 +47,9 @@ from relay.storage.records import (
 from relay.storage.rules import check_read_state_bounds
 
 __all__ = [
+    "MESSAGES",
     "TEAM_COLUMNS",
+    "WIRE_IDS",
     "CredentialLock",
     "TeamRow",
     "active_members",
@@ -67,6 +69,20 @@ TEAM_COLUMNS = (
     "policy_revision, read_revision"
 )
 _TEAM_BY_ID = f"SELECT {TEAM_COLUMNS} FROM teams WHERE team_id = ?"
+
+#: The two tables a POST appends to in bulk (v1.md "Team sequence
+#: allocation"): the stored envelopes, and the wire-ID tombstones that
+#: outlive them for idempotency. Types as in relay/storage/pg_schema.py.
+MESSAGES = BulkTable(
+    "messages",
+    ("team_pk", "team_seq", "wire_id", "server_received_at", "v", "cipher", "key_id", "blob"),
+    ("int8", "int8", "text", "text", "int4", "text", "text", "text"),
+)
+WIRE_IDS = BulkTable(
+    "wire_ids",
+    ("team_pk", "wire_id", "envelope_digest", "team_seq"),
+    ("int8", "text", "bytea", "int8"),
+)
 _TEAM_BY_ID_LOCKED = _TEAM_BY_ID + "{lock_team}"
 _CREDENTIAL_BY_SECRET = (
     "SELECT credential_id, team_pk, revoked_at FROM credentials WHERE secret_hash = ?"
