@@ -668,9 +668,7 @@ class Engine:
                 reuse = last
         caps, members = read_sync.snapshot_roster(self.client, reuse)
         roster = self._adopt_roster(members)
-        return read_sync.read_state_phase(
-            self.store, self.connection, self.client, caps, roster, [n for _, n in roster]
-        )
+        return read_sync.read_state_phase(self.store, self.connection, self.client, caps, roster)
 
     def refresh_roster(self) -> int:
         """Adopt the relay's authenticated roster (``GET /v1/members``) as the

@@ -5,7 +5,10 @@
 1. (by the caller, which also adopts the roster from it) one consistent
    authenticated snapshot: ``GET /v1/capabilities`` and
    ``GET /v1/members`` whose floors agree (retried up to three times);
-2. the driver's ``read-prepare`` with that snapshot and the local agents;
+2. the driver's ``read-prepare`` with that snapshot and, as
+   ``local_agents``, the team's names in the local registry — this store's
+   roster as it stands here, never the relay document's names
+   (:func:`local_registry`; specs/read-state.md decision 11);
 3. ``POST /v1/read-state/sync`` carrying the updates (at most 1,000
    members, at most 1,000 exact reads) with ``page_after: null``, then the
    read-only walk with ``updates: []`` until ``has_more`` is false. Each page
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ReadStateReport",
+    "local_registry",
     "read_state_phase",
     "skipped",
     "snapshot_roster",
@@ -153,13 +157,26 @@ def skipped() -> ReadStateReport:
     return ReadStateReport(skipped=reason)
 
 
+def local_registry(store: Store, team: str) -> tuple[str, ...]:
+    """The names the local team registry holds for ``team``: its roster
+    members under their *local* names, sorted (read-state-synchronization.md
+    prepare: ``local_agents`` come "from the local team registry as a
+    separate authority"; specs/read-state.md decision 11).
+
+    Not the relay's members document: a member the relay renamed keeps its
+    local name here until ``team rename-member`` follows, and a member the
+    relay has not accepted yet is still one of ours. Passing the relay's
+    names (as this phase did before, RS-18) would hand the driver the very
+    authority it is meant to check the relay against."""
+    return tuple(sorted(member.name for member in store.team(team).members))
+
+
 def read_state_phase(
     store: Store,
     connection: ConnectionRecord,
     client: RelayClient,
     caps: Any,
     roster: list[tuple[str, str]],
-    local_agents: list[str],
 ) -> ReadStateReport:
     """Steps 2–5 above, for the snapshot ``caps`` and the members of it a
     local store can hold (``roster``); returns the report, or raises with
@@ -172,7 +189,7 @@ def read_state_phase(
         caps.binding.min_available_seq,
         caps.current_seq,
         tuple(roster),
-        tuple(sorted(set(local_agents))),
+        local_registry(store, connection.local_team),
     )
     prepared = store.sync_prepare_read_state(key, context)
     report.blocked = {b.member_id: b.reason for b in prepared.blocked}
