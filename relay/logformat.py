@@ -9,7 +9,8 @@ field for the Authorization header, the query string (a pairing token or a
 cursor could sit there), the team header, a member or credential ID, or any
 body, so no formatter can print one.
 
-Other relay loggers (retention, storage, errors) and uvicorn's own error
+Other relay loggers (retention, storage, errors, connection closings, the
+live wait's listener, a worker group's supervisor) and uvicorn's own error
 logger go through the same formatter, so a JSON log is JSON on every line.
 Exception tracebacks are never printed: an exception's text can quote a
 request byte; only the exception's type is kept.
@@ -46,6 +47,9 @@ SERVED_LOGGERS = (
     "relay.retention",
     "relay.storage",
     "relay.errors",
+    "relay.connections",
+    "relay.live",
+    "relay.workers",
     "uvicorn.error",
 )
 #: ``LogRecord`` attribute carrying the access record (``logger.info(…, extra=…)``).

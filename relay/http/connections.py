@@ -38,8 +38,8 @@ from relay.limits import MAX_CONNECTIONS_PER_PEER, REQUEST_READ_TIMEOUT_SECONDS
 
 __all__ = ["LOG_INTERVAL_SECONDS", "PER_PEER", "READ_TIMEOUT", "ConnectionGuard"]
 
-# A child of a logger relay/logformat.py serves, so its lines share the format.
-_log = logging.getLogger("relay.errors.connections")
+# Served by relay/logformat.py (SERVED_LOGGERS), so its lines share the format.
+_log = logging.getLogger("relay.connections")
 #: At most one log line per reason this often; the next one says how many
 #: were left unsaid (a flood of refusals must not flood the log).
 LOG_INTERVAL_SECONDS = 10.0

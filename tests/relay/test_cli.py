@@ -207,3 +207,68 @@ def test_serve_without_the_relay_extra_names_the_extra_in_one_line(
     assert main(["relay", "serve", "--db", str(db), "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert "'relay' extra" in err and "remedy: " in err and "Traceback" not in err
+
+
+def test_serve_help_documents_the_workers_and_connection_options_and_their_variables(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["relay", "serve", "--help"])
+    assert exited.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for needle in (
+        "--workers N",
+        "$SYNCENGINE_RELAY_WORKERS",
+        "PostgreSQL only",
+        "--max-connections-per-peer N",
+        "$SYNCENGINE_RELAY_MAX_CONNECTIONS_PER_PEER",
+        "--request-read-timeout SECONDS",
+        "$SYNCENGINE_RELAY_REQUEST_READ_TIMEOUT",
+    ):
+        assert needle in text, needle
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SYNCENGINE_RELAY_MAX_CONNECTIONS_PER_PEER", "many"),
+        ("SYNCENGINE_RELAY_REQUEST_READ_TIMEOUT", "-1"),
+        ("SYNCENGINE_RELAY_WORKERS", "0"),
+    ],
+)
+def test_an_invalid_serve_variable_without_its_option_is_one_line_exit_2(
+    variable: str,
+    value: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    db = tmp_path / "relay.db"
+    assert main(["relay", "init", "--db", str(db)]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv(variable, value)
+    assert main(["relay", "serve", "--db", str(db), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and variable in errors[0], err
+    assert "remedy: " in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ("--workers", "0"),
+        ("--workers", "65"),
+        ("--max-connections-per-peer", "0"),
+        ("--request-read-timeout", "0"),
+        ("--request-read-timeout", "nan"),
+    ],
+)
+def test_a_serve_option_out_of_its_range_is_a_usage_error(
+    option: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["relay", "serve", "--db", str(tmp_path / "relay.db"), *option])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option[0]}" in err and "Traceback" not in err

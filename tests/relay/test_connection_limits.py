@@ -189,3 +189,24 @@ def test_the_guard_counts_per_peer_and_releases_on_close() -> None:
     assert guard.admit("a")
     guard.timed_out()
     assert guard.refused["request_read_timeout"] == 1
+
+
+def test_the_per_peer_option_wins_over_its_environment_variable(tmp_path: Path) -> None:
+    env = {MAX_CONNECTIONS_PER_PEER_ENV: "100", REQUEST_READ_TIMEOUT_ENV: "600"}
+    with (
+        running_relay(tmp_path / "relay.db", "--max-connections-per-peer", "2", env=env) as relay,
+        ExitStack() as stack,
+    ):
+        held = [stack.enter_context(_connect(relay)) for _ in range(2)]
+        assert b" 200 " in _raw_get(held[0], "/v1/health")
+        assert _closed_by_relay(stack.enter_context(_connect(relay)))
+        assert all(_is_open_now(sock) for sock in held)
+
+
+def test_the_read_timeout_option_wins_over_its_environment_variable(tmp_path: Path) -> None:
+    env = {REQUEST_READ_TIMEOUT_ENV: "600"}
+    with (
+        running_relay(tmp_path / "relay.db", "--request-read-timeout", "1", env=env) as relay,
+        _connect(relay) as silent,
+    ):
+        assert _closed_by_relay(silent)  # at 1 s; the variable's 600 s is past PATIENCE
