@@ -320,3 +320,64 @@ def test_live_relay_with_no_metrics_answers_404_in_the_error_envelope(
     assert response.status_code == 404
     body: dict[str, Any] = response.json()
     assert body["error"]["code"] == "not-found"
+
+
+# -- a worker group's one answer (relay/http/metrics_group.py) -------------------------------
+
+
+def _worker_registry(requests: int, open_waits: float) -> list[Any]:
+    from prometheus_client import CollectorRegistry, Counter, Gauge
+
+    registry = CollectorRegistry()
+    counter = Counter("t_requests", "requests", ("route",), registry=registry)
+    counter.labels("/v1/health").inc(requests)
+    Gauge("t_waits_open", "open now", registry=registry).set(open_waits)
+    return list(registry.collect())
+
+
+def _merged_samples(merged: list[Any]) -> dict[str, float]:
+    return {
+        sample.name + str(sorted(sample.labels.items())): sample.value
+        for family in merged
+        for sample in family.samples
+    }
+
+
+def test_a_group_scrape_adds_up_every_workers_counters_and_open_gauges(tmp_path: Path) -> None:
+    from relay.http.metrics_group import MetricsGroup, merge_families
+
+    MetricsGroup(tmp_path, pid=101).publish(_worker_registry(requests=4, open_waits=2))
+    MetricsGroup(tmp_path, pid=102).publish(_worker_registry(requests=5, open_waits=1))
+    answering = MetricsGroup(tmp_path, pid=103)
+    merged = _merged_samples(
+        merge_families(_worker_registry(requests=3, open_waits=0), answering.siblings())
+    )
+    assert merged["t_requests_total[('route', '/v1/health')]"] == 12.0
+    assert merged["t_waits_open[]"] == 3.0
+
+
+def test_a_retired_workers_counters_stay_in_the_totals_and_its_gauges_leave(
+    tmp_path: Path,
+) -> None:
+    from relay.http.metrics_group import MetricsGroup, merge_families, retire
+
+    MetricsGroup(tmp_path, pid=101).publish(_worker_registry(requests=4, open_waits=2))
+    retire(tmp_path, 101)
+    merged = _merged_samples(
+        merge_families(
+            _worker_registry(requests=3, open_waits=1), MetricsGroup(tmp_path).siblings()
+        )
+    )
+    assert merged["t_requests_total[('route', '/v1/health')]"] == 7.0
+    assert merged["t_waits_open[]"] == 1.0
+
+
+def test_a_group_scrape_keeps_the_earliest_created_time(tmp_path: Path) -> None:
+    from relay.http.metrics_group import MetricsGroup, merge_families
+
+    older = _worker_registry(requests=1, open_waits=0)
+    MetricsGroup(tmp_path, pid=101).publish(older)
+    newer = _worker_registry(requests=1, open_waits=0)
+    merged = _merged_samples(merge_families(newer, MetricsGroup(tmp_path, pid=102).siblings()))
+    created = [s.value for f in older for s in f.samples if s.name.endswith("_created")]
+    assert merged["t_requests_created[('route', '/v1/health')]"] == created[0]
