@@ -44,7 +44,9 @@ def register(subparsers: Any) -> None:
         "rename-member",
         help="rename one agent (its messages, reads and relay member ID follow)",
         description="Rename a local agent in one transaction. Use it to follow a rename "
-        "on the relay: until the names agree, that member's read state does not sync.",
+        "on the relay: until the names agree, that member's read state does not sync. "
+        "The old name stays reserved for this member: no other member of the team may "
+        "take it, and renaming back to it is allowed.",
     )
     rename_member.add_argument("--store", metavar="PATH", default=argparse.SUPPRESS)
     rename_member.add_argument("team")
@@ -115,8 +117,27 @@ def _add_member(args: argparse.Namespace) -> int:
     def action(store: Any) -> None:
         team = store.add_members(args.team, args.agents)
         print(f"team {team.name} now has {len(team.members)} member(s)")
+        _note_awaiting(store, team.name, args.agents)
 
     return _guard(args, action)
+
+
+def _note_awaiting(store: Any, team: str, added: list[str]) -> None:
+    """On a connected team a member the relay's roster does not list yet is
+    awaiting its acceptance (specs/read-state.md decision 12): say what that
+    means and how it ends, once per such member just added."""
+    from syncengine.store import teams
+    from syncengine.store.connection import read_transaction
+
+    with read_transaction(store.conn, store.path) as conn:
+        waiting = set(teams.awaiting_acceptance(conn, team))
+    for name in added:
+        if name in waiting:
+            sys.stderr.write(
+                f"note: {name} is not on the relay's roster for {team} yet: it can send, "
+                "but its reads stay on this machine until the relay operator adds it "
+                f"(give them 'syncengine team export-provisioning {team} --output FILE')\n"
+            )
 
 
 def _team_json(team: Any) -> dict[str, object]:

@@ -46,6 +46,7 @@ __all__ = [
     "NameCache",
     "add_members",
     "adopt_roster",
+    "awaiting_acceptance",
     "create_team",
     "find_member",
     "find_pair",
@@ -412,6 +413,29 @@ class _RosterRow:
         self.name = name
         self.roster = roster
         self.relay_bound = relay_bound
+
+
+def awaiting_acceptance(conn: Any, team: str) -> tuple[str, ...]:
+    """The roster members of a *connected* team the relay has not accepted:
+    on the local roster, never bound to a relay member ID (``relay_bound =
+    0``). ADR 0007's ``pending_remote_acceptance``, as Stage 1 holds it
+    (specs/read-state.md decision 12): they may send, but have no remote
+    read overlay and upload no read state until the relay's roster lists
+    them. A team with no connection has no relay to wait for: empty."""
+    key = find_team(conn, team)
+    if (
+        key is None
+        or not conn.execute("SELECT 1 FROM engine_bindings WHERE team_pk = ?", (key,)).fetchone()
+    ):
+        return ()
+    return tuple(
+        str(row[0])
+        for row in conn.execute(
+            "SELECT name FROM members WHERE team_pk = ? AND roster = 1 AND relay_bound = 0"
+            " ORDER BY name",
+            (key,),
+        )
+    )
 
 
 def rename_member(conn: Any, team: str, old: str, new: str, now: str) -> None:

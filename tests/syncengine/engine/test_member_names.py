@@ -7,6 +7,7 @@ but uploads no read state until the relay lists it (AD7-6, decision 12)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -132,3 +133,45 @@ def test_a_member_awaiting_acceptance_uploads_no_read_state_until_the_relay_list
     relay.roster = sorted([*relay.roster, (dave, "dave")])
     engine.sync()
     assert relay.read_frontiers[dave] == 1  # the read kept here goes up now
+
+
+def test_adding_a_member_to_a_connected_team_says_it_awaits_the_relays_acceptance(
+    make_engine: MakeEngine, relay: FakeRelay, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from syncengine.cli import main
+
+    engine = make_engine()
+    assert main(["team", "--store", str(engine.store.path), "add-member", "crew", "dave"]) == 0
+    err = capsys.readouterr().err
+    assert "dave is not on the relay's roster for crew yet" in err
+    assert "its reads stay on this machine" in err
+
+
+def test_a_member_stops_awaiting_acceptance_once_the_relay_lists_it(
+    make_engine: MakeEngine, relay: FakeRelay
+) -> None:
+    from syncengine.store.connection import read_transaction
+    from syncengine.store.teams import awaiting_acceptance
+
+    engine = make_engine()
+    engine.store.add_members("crew", ["dave"])
+
+    def waiting() -> tuple[str, ...]:
+        with read_transaction(engine.store.conn, engine.store.path) as conn:
+            return awaiting_acceptance(conn, "crew")
+
+    assert waiting() == ("dave",)
+    relay.roster = sorted([*relay.roster, (local_id(engine, "dave"), "dave")])
+    engine.pull()
+    assert waiting() == ()
+
+
+def test_a_team_with_no_connection_has_nobody_awaiting_acceptance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from syncengine.cli import main
+
+    path = str(tmp_path / "store.db")
+    assert main(["team", "--store", path, "create", "solo", "--member", "ann"]) == 0
+    assert main(["team", "--store", path, "add-member", "solo", "ben"]) == 0
+    assert "note:" not in capsys.readouterr().err
