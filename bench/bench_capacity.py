@@ -9,8 +9,7 @@ Run: ``.venv/bin/python bench/bench_capacity.py [--quick] [--json PATH]
 ``POST /v1/pairing/exchange``), and its own HTTP connections (one httpx
 client per machine, two connections: what ``syncengine run`` holds — one for
 its sync cycles, one for its live wait). Every ``--interval`` seconds on
-average (uniform jitter of ``±--jitter`` of it; the first post at a random
-moment of the first interval, so machines do not march in step) it posts a
+average (uniform jitter of ``±--jitter`` of it) it posts a
 small batch (``--batch 1-5`` ``none`` envelopes of ``--blob`` random bytes)
 and then pulls. It pulls — ``GET /v1/messages?after=<cursor>`` page by
 page until ``has_more`` is false — whenever its live wait
@@ -19,7 +18,14 @@ passed its cursor, and re-opens the wait with its new cursor, as
 ``syncengine run``'s watch does (specs/live.md §6). A wait that answers at
 once with nothing new is re-asked at most once a second. On a relay without
 the live wait (or with ``--mode poll``) it polls every interval instead.
-Failed requests are retried after a second and counted as errors.
+Failed requests are retried after a second and counted as errors — except
+a request that went out on a kept-alive connection the relay closed at that
+moment (its idle timeout; httpx raises ReadError/RemoteProtocolError), which
+is sent again at once on a new connection, as a client does, and counted
+apart ("re"); a second failure is an error. Machines
+come online at random moments of the first part of the warm-up (a first
+pull, then the wait), and each one's first post falls at a random moment of
+its first interval, so the fleet does not march in step.
 
 **Configurations**, measured interleaved step by step (at each machine count:
 sqlite-1, pg-1, pg-workers, then the next count), each on its own database:
@@ -142,6 +148,9 @@ WAIT_MARGIN_S = 15.0
 WAIT_SPACING_S = 1.0
 #: A failed request is retried after this long.
 RETRY_S = 1.0
+#: What httpx raises when a request went out on a connection the relay had
+#: just closed (kept-alive past its idle timeout): retried once (Machine.request).
+STALE_CONNECTION = (httpx.ReadError, httpx.RemoteProtocolError, httpx.WriteError)
 #: Per-request deadline of a POST or GET.
 REQUEST_TIMEOUT_S = 60.0
 #: How often the event-loop lag probe fires.
@@ -300,6 +309,7 @@ class StepResult:
     latencies: dict[str, list[float]] = field(default_factory=dict)
     requests: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
+    reconnects: Counter[str] = field(default_factory=Counter)
     waits_woken: int = 0
     waits_timed_out: int = 0
     cpu_s: float = 0.0
@@ -361,6 +371,7 @@ class Machine:
         self.post_headers = {**spec.headers, "Content-Type": "application/json"}
         self.kick = asyncio.Event()
         self.cycled = asyncio.Event()
+        self.online = asyncio.Event()
         self.news_seq = 0
         self.stopping = False
 
@@ -372,16 +383,27 @@ class Machine:
         self, kind: str, method: str, url: str, **kwargs: Any
     ) -> httpx.Response | None:
         started = time.monotonic()
-        try:
-            response = await self.client.request(method, url, **kwargs)
-        except httpx.HTTPError as exc:
-            self.recorder.error(kind, type(exc).__name__)
-            return None
+        for attempt in (1, 2):
+            try:
+                response = await self.client.request(method, url, **kwargs)
+                break
+            except STALE_CONNECTION as exc:
+                # The relay closed a kept-alive connection (its idle timeout) just
+                # as this request went out on it: sent again on a new connection,
+                # as a client does (a POST is idempotent by its wire IDs), and
+                # counted apart. A second failure is an error.
+                if attempt == 2:
+                    self.recorder.error(kind, type(exc).__name__)
+                    return None
+                self.recorder.result.reconnects[f"{kind}: {type(exc).__name__}"] += 1
+            except httpx.HTTPError as exc:
+                self.recorder.error(kind, type(exc).__name__)
+                return None
         seconds = time.monotonic() - started
         if response.status_code != 200:
             code = ""
-            with contextlib.suppress(ValueError, AttributeError, TypeError):
-                code = " " + str(response.json().get("error", ""))
+            with contextlib.suppress(ValueError, AttributeError, TypeError, KeyError):
+                code = " " + str(response.json()["error"]["code"])
             self.recorder.error(kind, f"HTTP {response.status_code}{code}")
             return None
         self.recorder.sample(kind, started, seconds)
@@ -432,7 +454,14 @@ class Machine:
                 return True
 
     async def cycles(self) -> None:
-        """Post when due, pull when posted, woken or (polling) due; until stopped."""
+        """Come online, pull, then post when due and pull when posted, woken or
+        (polling) due; until stopped."""
+        # Machines come online spread over the first part of the warm-up, as a
+        # fleet does, rather than all in the same millisecond.
+        await asyncio.sleep(self.rng.uniform(0, min(self.plan.interval, self.plan.warmup / 2)))
+        if not self.stopping and not await self.pull():
+            await asyncio.sleep(RETRY_S)
+        self.online.set()
         now = time.monotonic()
         next_post = now + self.rng.uniform(0, self.plan.interval)
         next_poll = now + self.rng.uniform(0, self.plan.interval)
@@ -462,6 +491,7 @@ class Machine:
 
     async def watch(self) -> None:
         """Hold the live wait; on news past the cursor, kick a cycle and wait for it."""
+        await self.online.wait()
         while True:
             asked = time.monotonic()
             response = await self.request(
@@ -643,6 +673,14 @@ class RelayGroup:
     def pid(self) -> int:
         return self.process.pid
 
+    def log_tail(self, lines: int = 8) -> list[str]:
+        """The relay's last stderr lines (shown beside failed requests)."""
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return []
+        return text.strip().splitlines()[-lines:]
+
     def stop(self) -> None:
         tree = process_tree(self.pid)
         self.process.terminate()
@@ -764,7 +802,13 @@ def grow(fleet: Fleet, count: int, settings: Settings, rng: random.Random) -> fl
             missing -= size
     finally:
         store.close()
-    headers = asyncio.run(_pair_all(fleet.group.base_url, wanted))
+    try:
+        headers = asyncio.run(_pair_all(fleet.group.base_url, wanted))
+    except httpx.HTTPError as exc:
+        raise RuntimeError(
+            f"{fleet.group.name}: pairing {len(wanted)} more machines failed "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
     if not fleet.machines and headers:  # the capabilities answer is the truth (live.md §3)
         response = httpx.get(fleet.group.base_url + CAPABILITIES, headers=headers[0], timeout=30)
         response.raise_for_status()
@@ -799,6 +843,7 @@ class Row:
     p99: dict[str, float]
     samples: dict[str, int]
     errors: Counter[str]
+    reconnects: Counter[str]
     waits_woken: int
     waits_timed_out: int
     relay_cpu_cores: float
@@ -888,10 +933,12 @@ def run_step(
     load = load_average()
     latencies: dict[str, list[float]] = {}
     errors: Counter[str] = Counter()
+    reconnects: Counter[str] = Counter()
     for result in results:
         for kind, values in result.latencies.items():
             latencies.setdefault(kind, []).extend(values)
         errors.update(result.errors)
+        reconnects.update(result.reconnects)
     lags = [x for r in results for x in r.lag]
     total_ticks = ticks_after[1] - ticks_before[1]
     return Row(
@@ -901,6 +948,7 @@ def run_step(
         p99={k: percentile(v, 99) for k, v in latencies.items()},
         samples={k: len(v) for k, v in latencies.items()},
         errors=errors,
+        reconnects=reconnects,
         waits_woken=sum(r.waits_woken for r in results),
         waits_timed_out=sum(r.waits_timed_out for r in results),
         relay_cpu_cores=relay_cpu / measured,
@@ -925,7 +973,7 @@ def _ms(seconds: float) -> str:
 
 HEADER = (
     f"{'config':<11}{'machines':>8} {'POST p50/p99 ms':>16} {'GET p50/p99 ms':>15} "
-    f"{'deliv p50/p99':>14} {'err':>4} {'relay cores':>11} {'/100m':>6} "
+    f"{'deliv p50/p99':>14} {'err':>4} {'re':>3} {'relay cores':>11} {'/100m':>6} "
     f"{'pg cores':>8} {'/100m':>6} {'relay RSS':>9} {'+/100m':>7} {'pg PSS':>7} "
     f"{'gen cores':>9} {'gen lag99':>9} {'busy':>5}  load 1/5/15"
 )
@@ -942,6 +990,7 @@ def row_line(row: Row) -> str:
     return (
         f"{row.config:<11}{row.machines:>8} {pair('POST'):>16} {pair('GET'):>15} "
         f"{pair('delivery'):>14} {sum(row.errors.values()):>4} "
+        f"{sum(row.reconnects.values()):>3} "
         f"{row.relay_cpu_cores:>11.2f} {row.per_100(row.relay_cpu_cores):>6.3f} "
         f"{pg_cores:>8} {pg_per:>6} {row.relay_rss_mb:>9.0f} {grown:>7.1f} {pg_pss:>7} "
         f"{row.loadgen_cpu_cores:>9.2f} {_ms(row.loadgen_lag_p99):>7}ms "
@@ -970,7 +1019,23 @@ def record(report: Report, row: Row) -> None:
                 show=False,
             )
     report.add(
-        Figure(f"{name} errors", sum(row.errors.values()), "requests", target="<= 0", source="#35"),
+        Figure(
+            f"{name} errors",
+            sum(row.errors.values()),
+            "requests",
+            target="<= 0",
+            source="#35",
+            detail="; ".join(f"{n} x {what}" for what, n in row.errors.most_common()) or None,
+        ),
+        show=False,
+    )
+    report.add(
+        Figure(
+            f"{name} requests resent after a closed kept-alive connection",
+            sum(row.reconnects.values()),
+            "requests",
+            detail="; ".join(f"{n} x {what}" for what, n in row.reconnects.most_common()) or None,
+        ),
         show=False,
     )
     report.add(
@@ -1108,8 +1173,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     waits = steps[-1] * 2 + 100
     rows: list[Row] = []
-    crossed: dict[str, int | None] = {}
-    last_under: dict[str, int] = {}
     skipped: dict[str, str] = {}
     loadgen = LoadGenerators(settings.loadgen)
     groups: list[RelayGroup] = []
@@ -1172,17 +1235,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                     rows.append(row)
                     record(report, row)
                     print(row_line(row), flush=True)
+                    if row.reconnects:
+                        resent = ", ".join(f"{n} x {w}" for w, n in row.reconnects.most_common())
+                        print(f"    resent on a new connection: {resent}", flush=True)
                     if row.errors:
                         failed = True
                         for what, times in row.errors.most_common():
                             print(f"    ERROR x{times}: {what}", flush=True)
+                        for line in fleet.group.log_tail():
+                            print(f"    relay log: {line}", flush=True)
                         active.remove(name)
-                        crossed.setdefault(name, count)
                     elif row.passed_limit():
-                        crossed[name] = count
                         active.remove(name)
-                    else:
-                        last_under[name] = count
                 if not active:
                     break
             for group in groups:
@@ -1192,7 +1256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for group in groups:
             group.stop()
         loadgen.close()
-    _summary(report, rows, groups, crossed, last_under, settings)
+    _summary(report, rows, groups, settings)
     print(f"total {time.monotonic() - started:.1f} s")
     code = report.finish(args.json)
     if failed:
@@ -1205,13 +1269,13 @@ def _summary(
     report: Report,
     rows: Sequence[Row],
     groups: Sequence[RelayGroup],
-    crossed: dict[str, int | None],
-    last_under: dict[str, int],
     settings: Settings,
 ) -> None:
     print(
         "\nlatencies: requests started in the window (delivery: a POST's start until a "
-        "teammate's pull returned it); err: failed requests, warm-up included; cores: CPU "
+        "teammate's pull returned it); err: failed requests, warm-up included; re: requests "
+        "sent again because the relay had just closed their kept-alive connection (not "
+        "errors); cores: CPU "
         "seconds per second over the window (relay: its whole process tree; pg: the "
         "PostgreSQL server, postmaster and backends), /100m per 100 machines; RSS MiB at "
         "the window's end, +/100m its growth per 100 more machines since the previous step "
@@ -1225,25 +1289,26 @@ def _summary(
         mine = [r for r in rows if r.config == name]
         if not mine:
             continue
-        load = " ".join(f"{x:.2f}" for x in mine[-1].load)
-        if name in crossed:
-            below = last_under.get(name)
-            text = (
-                f"passed at {crossed[name]} machines"
-                + (f" (under it at {below})" if below else " (already at the first step)")
-                + ("; stopped by errors" if mine[-1].errors else "")
-            )
-            value = float(crossed[name] or 0)
+        last = mine[-1]
+        load = " ".join(f"{x:.2f}" for x in last.load)
+        below = mine[-2].machines if len(mine) > 1 else None
+        under = f" (under it at {below})" if below else " (already at the first step)"
+        if last.errors:
+            text = f"ramp stopped by {sum(last.errors.values())} failed requests at "
+            text += f"{last.machines} machines{under if below else ''}"
+            unit = "machines (ramp stopped by errors)"
+        elif last.passed_limit():
+            text = f"passed at {last.machines} machines{under}"
+            unit = "machines"
         else:
-            top = last_under.get(name, 0)
-            text = f"not passed up to {top} machines (the ramp's cap or the time budget)"
-            value = float(top)
+            text = f"not passed up to {last.machines} machines (the ramp's cap or the time budget)"
+            unit = "machines (not passed: a lower bound)"
         print(f"  {name}: {text}; load average {load}")
         report.add(
             Figure(
                 f"{name} machines where p99 passes {P99_LIMIT_S:g} s",
-                value,
-                "machines",
+                float(last.machines),
+                unit,
                 detail=text,
                 source="#35",
             ),
