@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test gate: lint, format, strict typing of the three packages, then every test.
+# The whole test gate: lint, format, strict typing (the three packages, the benches and
+# the crash tests), then every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
