@@ -17,7 +17,11 @@ unknown ciphers):
    frame split and a constant-time comparison of the whole received context
    with the one rebuilt from the trusted binding and outer envelope; any
    failure is ``authentication_failed``;
-5. only then the strict canonical message rules, else ``malformed``.
+5. the manifest check, when the caller trusts a manifest for the epoch: the
+   now authenticated header must hold exactly one X25519 stanza per
+   recipient of it (GREASE aside), else ``manifest_mismatch`` — the profile's
+   "fail closed on accidental manifest drift" (specs/age-v1.md);
+6. only then the strict canonical message rules, else ``malformed``.
 
 Seal is randomized and side-effect free: it encrypts one frame to every
 recipient of the manifest and to no one else, checks the final age-file size
@@ -54,6 +58,7 @@ __all__ = [
     "make_seal_params",
     "parse_recipients_file",
     "seal_canonical",
+    "x25519_stanza_count",
 ]
 
 CIPHER = "age-v1"
@@ -184,7 +189,8 @@ def make_open_context(
     """An open context with at most one identity, installed for ``trusted_key_id``.
 
     With ``recipients`` (the epoch manifest) the identity must belong to it.
-    Without an identity file the context opens to ``pending_key``.
+    Without an identity file the context opens to ``pending_key``. With
+    ``recipients`` the header is also checked against the manifest.
     """
     binding = _checked_binding(Binding(team_id, wire_id, protocol_version))
     try:
@@ -192,9 +198,12 @@ def make_open_context(
     except ScalarError as exc:
         raise ProfileError(exc.field, exc.rule) from None
     identities: dict[str, object] = {}
+    manifests: dict[str, tuple[str, ...]] = {}
+    if recipients is not None:
+        manifest = EpochManifest.from_strings(trusted_key_id, recipients)
+        manifests[trusted_key_id] = tuple(r.to_string() for r in manifest.recipients)
     if identity_file is not None:
         if recipients is not None:
-            manifest = EpochManifest.from_strings(trusted_key_id, recipients)
             identities[trusted_key_id] = install_identity(manifest, identity_file)
         else:
             identities[trusted_key_id] = parse_identity_file(identity_file)
@@ -203,6 +212,7 @@ def make_open_context(
         trusted_key_id=trusted_key_id,
         identities=identities,
         max_blob_bytes=max_blob_bytes,
+        manifests=manifests,
     )
 
 
@@ -317,7 +327,9 @@ class AgeV1Profile:
             check_profile_key_id(key_id, "envelope.key_id")
         except ScalarError as exc:
             return Blocked(BlockState.MALFORMED, str(exc))
-        return _open_checked(envelope, key_id, binding, ctx.identities, ctx.max_blob_bytes)
+        return _open_checked(
+            envelope, key_id, binding, ctx.identities, ctx.max_blob_bytes, ctx.manifests
+        )
 
 
 def seal_canonical(
@@ -359,6 +371,7 @@ def _open_checked(
     binding: Binding,
     identities: Mapping[str, object],
     max_blob_bytes: int,
+    manifests: Mapping[str, tuple[str, ...]],
 ) -> OpenOutcome:
     try:
         data = envelope.blob_bytes()
@@ -389,10 +402,35 @@ def _open_checked(
             BlockState.AUTHENTICATION_FAILED,
             "frame context does not match the trusted binding and outer envelope",
         )
+    recipients = manifests.get(key_id)
+    if recipients is not None:
+        expected_count = len(EpochManifest.from_strings(key_id, recipients).recipients)
+        found = x25519_stanza_count(data)
+        if found != expected_count:
+            return Blocked(
+                BlockState.MANIFEST_MISMATCH,
+                f"the age header has {found} X25519 recipient stanza(s), but epoch {key_id!r} "
+                f"has {expected_count} recipient(s): the writer sealed to another recipient set",
+            )
     try:
         return Importable(Message.from_jcs(message_bytes))
     except WireError as exc:
         return Blocked(BlockState.MALFORMED, str(exc))
+
+
+def x25519_stanza_count(data: bytes) -> int:
+    """How many X25519 stanzas the header of ``data`` holds — for a file whose
+    header :func:`wire.age_format.decrypt` has already admitted.
+
+    Counted on the bytes, not by parsing the header again (that would cost a
+    sixth of a decryption): in an admitted header a stanza starts a line with
+    ``-> ``, an X25519 one with ``-> X25519 `` (a GREASE tag ends ``-grease``,
+    and a body line is unpadded base64, which has no ``-``), and the first
+    line that starts with ``---`` is the MAC line that ends the header. A
+    property test holds this equal to the parser's count.
+    """
+    end = data.find(b"\n---")
+    return data.count(b"\n-> X25519 ", 0, end if end >= 0 else len(data))
 
 
 PROFILE = AgeV1Profile()

@@ -56,6 +56,9 @@ class OpenContext:
     means the caller evaluated policy elsewhere. ``trusted_key_id`` is the
     sequence-effective epoch; ``None`` means the envelope's own key_id.
     ``identities`` maps an epoch key_id to the profile's identity object.
+    ``manifests`` maps an epoch key_id to its trusted recipient manifest
+    (age-v1: ``age1…`` strings); a profile checks the header against it
+    where it has one (issue #34), and skips the check where it has none.
     """
 
     binding: Binding | None = None
@@ -63,6 +66,7 @@ class OpenContext:
     trusted_key_id: str | None = None
     identities: Mapping[str, object] = field(default_factory=dict)
     max_blob_bytes: int = MAX_BLOB_BYTES
+    manifests: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class CipherProfile(Protocol):

@@ -85,7 +85,9 @@ def judge(
     unprojected") and is judged again by ``reprocess`` after the import.
     The identity is asked for only when an age-v1 envelope passed policy.
     Without one, an envelope of an epoch this machine joined after
-    (:func:`joined_later`) is ``before_join``, not ``pending_key``.
+    (:func:`joined_later`) is ``before_join``, not ``pending_key``. The
+    epoch's manifest goes to the profile, which checks the decrypted header
+    against it (``manifest_mismatch``, issue #34).
     """
     epochs = connection.epochs
     trusted = epochs.at(seq)
@@ -104,6 +106,7 @@ def judge(
             None,
         )
     identities: dict[str, object] = {}
+    manifests: dict[str, tuple[str, ...]] = {}
     if (
         envelope.cipher == "age-v1"
         and envelope.cipher in allowed_ciphers
@@ -120,12 +123,14 @@ def judge(
                 "of its identities is a recipient of that epoch, so it cannot be opened here",
                 None,
             )
+        manifests[trusted.key_id] = trusted.recipients
     ctx = OpenContext(
         binding=Binding(connection.remote_team_id, wire_id, connection.protocol_version),
         allowed_ciphers=allowed_ciphers,
         trusted_key_id=trusted.key_id if trusted is not None else None,
         identities=identities,
         max_blob_bytes=MAX_BLOB_BYTES,
+        manifests=manifests,
     )
     outcome = open_envelope(envelope, ctx)
     if isinstance(outcome, Importable):

@@ -183,12 +183,15 @@ def test_supported_ciphers_exclude_lazy_profiles_that_cannot_import(
 
 
 def test_block_states_are_the_spec_quarantine_vocabulary() -> None:
+    """The spec's five, then our two (issues #33, #34; specs/wire.md §5)."""
     assert {state.value for state in BlockState} == {
         "unsupported_cipher",
         "pending_key",
         "authentication_failed",
         "malformed",
         "policy_violation",
+        "manifest_mismatch",
+        "before_join",
     }
 
 
