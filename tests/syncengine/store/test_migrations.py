@@ -217,6 +217,7 @@ def test_migration_13_counts_the_history_a_store_already_holds(tmp_path: Path) -
         # As a version-12 program left it: the rows, and no counts.
         store.conn.execute(
             "DROP TABLE sync_history_counts; DROP TABLE engine_epoch_checkpoints;"
+            " DROP TABLE reserved_names;"
             " PRAGMA user_version = 12;"
         )
     with Store(path) as store:
