@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 
 __all__ = [
+    "CHECKPOINT_CRASH_POINTS",
     "CRASH_EXIT_CODE",
     "CRASH_POINTS",
     "ENGINE_CRASH_POINTS",
@@ -149,6 +150,15 @@ RESTORE_CRASH_POINTS: tuple[str, ...] = ("restore.staged", "restore.old_kept", "
 #: 16, after the recovered reservations are written and before its commit.
 NAME_CRASH_POINTS: tuple[str, ...] = ("team.rename_member.reserved", "store.migrate.reserved_names")
 
+#: The epoch checkpoint issued on its own (syncengine/engine/epoch_checkpoint.py;
+#: proven by crash_tests/test_epoch_checkpoint_crash_points.py): ``keys epoch
+#: export`` after a security change retains the successor snapshot. Connect,
+#: rotation and import retain theirs inside their own transactions.
+CHECKPOINT_CRASH_POINTS: tuple[str, ...] = (
+    "engine.checkpoint.before_commit",
+    "engine.checkpoint.after_commit",
+)
+
 #: Every crash point: the Stage-1 ones, stage 2's, the engine's, the store's, restore's.
 CRASH_POINTS: tuple[str, ...] = (
     STAGE1_CRASH_POINTS
@@ -157,6 +167,7 @@ CRASH_POINTS: tuple[str, ...] = (
     + STORE_CRASH_POINTS
     + RESTORE_CRASH_POINTS
     + NAME_CRASH_POINTS
+    + CHECKPOINT_CRASH_POINTS
 )
 
 _ARMED: str | None = os.environ.get("SYNCENGINE_CRASH_AT") or None

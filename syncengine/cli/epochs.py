@@ -8,9 +8,13 @@
   removing one is a new epoch without it — and revoking its credential;
 * ``export --output FILE`` writes the team's epoch snapshot and prints its
   SHA-256 digest, which the operator confirms on the other machine;
-* ``import --file F --confirm-digest SHA256`` appends what a snapshot adds;
-  a snapshot older than, or diverging from, this machine's history is
-  refused.
+* ``import --file F [--file F2 …] --confirm-digest SHA256`` appends what a
+  snapshot adds. Snapshots form a chain (each names the digest of the one
+  before): one that does not extend this machine's retained checkpoint — an
+  older revision, another digest at the same revision, a broken link, or a
+  gap — is refused, naming the revision and digest expected. Several files
+  are the chain from this machine's next revision on, in order; the digest
+  confirmed is the last one's, and each link proves the one before it.
 
 Before ``add``, stop every other writer of the team (the relay does not
 enforce key IDs; profile "Multi-writer cutover protocol"); afterwards export
@@ -71,9 +75,18 @@ def register(actions: Any) -> None:
     export.set_defaults(handler=_export)
 
     imported = steps.add_parser("import", help="append the epochs of a confirmed snapshot")
-    imported.add_argument("--file", required=True, metavar="F", help="the snapshot")
     imported.add_argument(
-        "--confirm-digest", required=True, metavar="SHA256", help="its digest, confirmed live"
+        "--file",
+        required=True,
+        action="append",
+        metavar="F",
+        help="the snapshot; repeat for a chain of them, oldest first",
+    )
+    imported.add_argument(
+        "--confirm-digest",
+        required=True,
+        metavar="SHA256",
+        help="the (last) snapshot's digest, confirmed live",
     )
     _common(imported)
     imported.set_defaults(handler=_import)
@@ -102,11 +115,18 @@ def _add(args: argparse.Namespace) -> int:
     def action() -> int:
         with _engine(args) as engine, engine.lock():
             epoch = engine.add_epoch(args.key_id, args.recipients_file, args.identity)
-            digest = engine.epoch_snapshot().digest()
-        obj = {"ok": True, "epoch": epoch.to_obj(), "snapshot_sha256": digest}
+            snapshot = engine.epoch_snapshot()
+        digest = snapshot.digest()
+        obj = {
+            "ok": True,
+            "epoch": epoch.to_obj(),
+            "snapshot_sha256": digest,
+            "snapshot_revision": str(snapshot.epoch_revision),
+        }
         text = (
             f"epoch {epoch.key_id} (revision {epoch.revision}) takes effect from sequence "
-            f"{epoch.effective_from_seq}; snapshot digest {digest}\n"
+            f"{epoch.effective_from_seq}; snapshot revision {snapshot.epoch_revision}, "
+            f"digest {digest}\n"
             "next: 'syncengine keys epoch export --output FILE', then on every other machine "
             "'syncengine keys epoch import --file FILE --confirm-digest DIGEST'"
         )
@@ -127,8 +147,15 @@ def _export(args: argparse.Namespace) -> int:
         digest = snapshot.digest()
         _emit(
             args,
-            {"ok": True, "file": str(output), "snapshot_sha256": digest},
-            f"wrote {output} ({len(snapshot.epochs)} epoch(s)); sha256 {digest}",
+            {
+                "ok": True,
+                "file": str(output),
+                "snapshot_sha256": digest,
+                "snapshot_revision": str(snapshot.epoch_revision),
+                "previous_snapshot_sha256": snapshot.previous_sha256,
+            },
+            f"wrote {output} ({len(snapshot.epochs)} epoch(s), snapshot revision "
+            f"{snapshot.epoch_revision}); sha256 {digest}",
         )
         return 0
 
@@ -137,8 +164,11 @@ def _export(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     def action() -> int:
+        chain = _confirmed_chain(args.file, args.confirm_digest)
+        added: list[Any] = []
         with _engine(args) as engine, engine.lock():
-            added = engine.import_epochs(args.file, args.confirm_digest)
+            for path, digest in chain:
+                added.extend(engine.import_epochs(path, digest))
         rows = [e.to_obj() for e in added]
         if not rows:
             text = "nothing to import: this machine already holds every epoch of the snapshot"
@@ -149,6 +179,49 @@ def _import(args: argparse.Namespace) -> int:
         return 0
 
     return _guarded(args, action)
+
+
+def _confirmed_chain(files: list[str], confirm_digest: str) -> list[tuple[str, str]]:
+    """Each file with the digest it is imported under: the last one's is the
+    operator's confirmed digest; every earlier one's is proven by the link
+    the next one carries (its ``previous_snapshot_sha256``, one revision on).
+    A file that is not the previous link of the next is refused by name."""
+    if len(files) == 1:
+        return [(files[0], confirm_digest)]
+    from syncengine.engine.epoch_ops import read_snapshot
+    from syncengine.engine.epochs import EpochSnapshot
+    from syncengine.engine.errors import ConfigurationError
+
+    last = read_snapshot(files[-1], confirm_digest)  # checks the confirmed digest
+    chain: list[tuple[str, str]] = [(files[-1], last.digest())]
+    after = last
+    for path in reversed(files[:-1]):
+        snapshot = EpochSnapshot.decode(_read_file(path))
+        if after.previous_sha256 != snapshot.digest() or (
+            after.epoch_revision != snapshot.epoch_revision + 1
+        ):
+            raise ConfigurationError(
+                f"epoch snapshot {Path(path).absolute()} (revision {snapshot.epoch_revision}, "
+                f"sha256 {snapshot.digest()}) is not the one the next file follows "
+                f"(revision {after.epoch_revision - 1}, "
+                f"sha256 {after.previous_sha256 or 'none: it is a root'})",
+                remediation="Give the snapshots oldest first, each the one the next names.",
+            )
+        chain.append((path, snapshot.digest()))
+        after = snapshot
+    return list(reversed(chain))
+
+
+def _read_file(path: str) -> bytes:
+    from syncengine.engine.epochs import MAX_SNAPSHOT_BYTES
+    from syncengine.engine.errors import ConfigurationError
+
+    source = Path(path).absolute()
+    try:
+        with source.open("rb") as handle:
+            return handle.read(MAX_SNAPSHOT_BYTES + 1)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read epoch snapshot {source}: {exc.strerror}") from None
 
 
 def _write_new_file(path: Path, data: bytes) -> None:
