@@ -438,3 +438,31 @@ def test_a_relay_whose_database_is_down_at_startup_exits_unavailable(
     code, out, err = run(capsys, "serve", "--database", url, "--busy-timeout-ms", "300")
     assert code == 3 and "listening" not in out
     assert "error:" in err and "Traceback" not in err
+
+
+def test_only_the_bulk_appended_tables_go_without_a_reference_to_their_team(
+    postgres_backend: Backend,
+) -> None:
+    """pg_schema migration 3 (issue #35): ``messages`` and ``wire_ids`` skip the
+    per-row foreign-key trigger; every other team-owned table keeps it."""
+    with psycopg.connect(postgres_backend.location) as conn:
+        referencing = {
+            str(row[0])
+            for row in conn.execute(
+                "SELECT c.conrelid::regclass::text FROM pg_constraint c "
+                "JOIN pg_namespace n ON n.oid = c.connamespace "
+                "WHERE n.nspname = %s AND c.contype = 'f'",
+                (RELAY_SCHEMA,),
+            )
+        }
+    tables = {name.removeprefix(f"{RELAY_SCHEMA}.") for name in referencing}
+    assert tables == {
+        "policy_history",
+        "members",
+        "member_names",
+        "registrations",
+        "read_frontiers",
+        "read_exact",
+        "pairing_tokens",
+        "credentials",
+    }
