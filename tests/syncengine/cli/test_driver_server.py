@@ -170,10 +170,18 @@ def test_bodies_with_any_text_arrive_unchanged(store: Path) -> None:
 
 def test_a_client_without_the_token_gets_no_answer_and_changes_nothing(store: Path) -> None:
     found = started(store)
-    with socket.create_connection(("127.0.0.1", found.port), timeout=5) as conn:
+    with socket.create_connection(("127.0.0.1", found.port), timeout=60) as conn:
         conn.sendall(secrets.token_hex(16).encode() + b"\n")
         conn.sendall(b"5\0send\0intruder\0crew\0mallory\0bob\0")
-        assert conn.recv(100) == b""
+        # The server closes without answering. Whether the request bytes were
+        # still unread when it closed (a reset) or not (an orderly end of
+        # stream) is the scheduler's choice on a busy machine; both are "no
+        # answer", and neither carries a byte of one.
+        try:
+            answer = conn.recv(100)
+        except ConnectionResetError:
+            answer = b""
+        assert answer == b""
     assert messages(store) == ["first"]
     assert alive(found.pid), "one bad client does not stop the server"
 
