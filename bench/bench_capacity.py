@@ -67,10 +67,13 @@ load average at the step's end, the load generators' own CPU, and their
 event-loop lag (p99 of how late a 100 ms timer fired), since a late loop
 makes every latency it measures longer.
 
-**The ramp**: after the counts of ``--machines`` the count keeps growing by
-half (rounded to 50) up to ``--cap``; a configuration leaves the ramp at the
-first step whose POST or GET p99 passed 1 s (the count reported as where
-p99 passes 1 s) or that had errors.
+**The ramp**: the steps are the counts of ``--machines`` and, in full
+mode, the points of :data:`RAMP_POINTS` from the smallest of them up to
+``--cap`` (100, 200, 300, 500, 700, 1,000, 1,500, 2,000, 3,000). The first
+step whose POST or GET p99 passed 1 s is reported as where p99 passes 1 s
+(with the step under it); from then on — or after a step with errors — a
+configuration still measures the ``--machines`` counts it has not reached
+(the figures asked for), but no ramp point in between or past them.
 
 **The load generators share this host with the relays** (2 cores here): the
 machines run as asyncio tasks in ``--loadgen`` spawned processes (a team
@@ -78,11 +81,11 @@ lives in one of them, so delivery is timed on one clock), and their CPU is
 CPU the relay did not get. The figures are therefore a floor for a relay
 with the host to itself; the output says so beside the table.
 
-Bounded: quick mode (``--quick``) runs two small steps per configuration in
-about 1-2 minutes; the full mode measures 100, 300 and 1,000 machines and
-ramps on to ``--cap`` (3,000) within a 14-minute budget (a step is started
-only while its projected end stays inside it). Everything listens on
-127.0.0.1.
+Bounded: quick mode (``--quick``: 20 and 50 machines, 4 s warm-up, 6 s
+window) takes about 1.5 minutes; the full mode (6 s warm-up, 20 s window
+per step) stays within a 14-minute budget: a step is started only while the
+longest step so far still fits before it ends, and a run cut short says so.
+Everything listens on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -248,8 +251,8 @@ def parse_settings(argv: Sequence[str] | None) -> tuple[Settings, argparse.Names
     settings = Settings(
         machines=machines,
         cap=max(args.cap if args.cap is not None else (0 if args.quick else 3000), machines[-1]),
-        warmup=args.warmup if args.warmup is not None else (4.0 if args.quick else 8.0),
-        window=args.window if args.window is not None else (6.0 if args.quick else 25.0),
+        warmup=args.warmup if args.warmup is not None else (4.0 if args.quick else 6.0),
+        window=args.window if args.window is not None else (6.0 if args.quick else 20.0),
         interval=args.interval,
         jitter=min(max(args.jitter, 0.0), 0.95),
         batch=args.batch,
@@ -265,12 +268,19 @@ def parse_settings(argv: Sequence[str] | None) -> tuple[Settings, argparse.Names
     return settings, args
 
 
-def ramp(settings: Settings) -> list[int]:
-    """The reported counts, then +50 % steps (rounded to 50) up to the cap."""
-    steps = list(settings.machines)
-    while steps[-1] < settings.cap:
-        steps.append(min(settings.cap, max(steps[-1] + 50, round(steps[-1] * 1.5 / 50) * 50)))
-    return steps
+#: Ramp points between and past the reported counts (full mode): where p99
+#: passes 1 s is known to within one of these steps.
+RAMP_POINTS = (10, 20, 30, 50, 70, 100, 200, 300, 500, 700, 1000, 1500, 2000, 3000, 5000)
+
+
+def ramp(settings: Settings, fill: bool) -> list[int]:
+    """The reported counts and, with ``fill``, the ramp points from the
+    smallest of them up to the cap (the cap itself included)."""
+    steps = set(settings.machines) | {settings.cap}
+    if fill:
+        low = settings.machines[0]
+        steps |= {n for n in RAMP_POINTS if low < n <= settings.cap}
+    return sorted(steps)
 
 
 # -- what crosses to a load generator ----------------------------------------------------
@@ -1148,7 +1158,7 @@ def start_groups(
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings, args = parse_settings(argv)
-    steps = ramp(settings)
+    steps = ramp(settings, fill=not args.quick)
     report = Report("capacity", args.quick)
     started = time.monotonic()
     budget_end = started + settings.budget
@@ -1203,12 +1213,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             fleets = {g.name: Fleet(g) for g in groups}
             active = [g.name for g in groups]
+            #: Configurations past their limit (p99 over 1 s, or errors): they
+            #: still run the reported counts, not the ramp points between them.
+            beyond: set[str] = set()
             rng = random.Random(settings.seed)
             step_seconds: float | None = None
             print("\n" + HEADER)
             print("-" * len(HEADER), flush=True)
             for count in steps:
                 for name in list(active):
+                    if name in beyond and count not in settings.machines:
+                        continue  # past its limit: only the reported counts are still measured
                     projected = step_seconds or settings.warmup + settings.window + 5
                     if time.monotonic() + projected > budget_end:
                         print(f"  stopping: {name} at {count} would pass the time budget")
@@ -1244,9 +1259,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                             print(f"    ERROR x{times}: {what}", flush=True)
                         for line in fleet.group.log_tail():
                             print(f"    relay log: {line}", flush=True)
-                        active.remove(name)
-                    elif row.passed_limit():
-                        active.remove(name)
+                    if row.errors or row.passed_limit():
+                        beyond.add(name)
+                        if count >= settings.machines[-1]:
+                            active.remove(name)
                 if not active:
                     break
             for group in groups:
@@ -1263,6 +1279,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("FAILED: requests failed (listed above); errors must be 0", file=sys.stderr)
         return 1
     return int(code)
+
+
+def verdict(mine: Sequence[Row]) -> tuple[str, int, str, str]:
+    """Where one configuration's p99 first passed the limit: (text, machines,
+    unit, the load average then); errors are named beside it."""
+    first = next((i for i, r in enumerate(mine) if r.passed_limit()), None)
+    failing = next((r for r in mine if r.errors), None)
+    errors = f"; requests failed from {failing.machines} machines on" if failing is not None else ""
+    if first is None:
+        last = mine[-1]
+        text = f"not passed up to {last.machines} machines (the ramp's cap or the time budget)"
+        return text + errors, last.machines, "machines (a lower bound)", _load(last)
+    row = mine[first]
+    under = f"under it at {mine[first - 1].machines}" if first else "already at the first step"
+    return (
+        f"passed at {row.machines} machines ({under}){errors}",
+        row.machines,
+        "machines",
+        _load(row),
+    )
+
+
+def _load(row: Row) -> str:
+    return " ".join(f"{x:.2f}" for x in row.load)
 
 
 def _summary(
@@ -1289,25 +1329,12 @@ def _summary(
         mine = [r for r in rows if r.config == name]
         if not mine:
             continue
-        last = mine[-1]
-        load = " ".join(f"{x:.2f}" for x in last.load)
-        below = mine[-2].machines if len(mine) > 1 else None
-        under = f" (under it at {below})" if below else " (already at the first step)"
-        if last.errors:
-            text = f"ramp stopped by {sum(last.errors.values())} failed requests at "
-            text += f"{last.machines} machines{under if below else ''}"
-            unit = "machines (ramp stopped by errors)"
-        elif last.passed_limit():
-            text = f"passed at {last.machines} machines{under}"
-            unit = "machines"
-        else:
-            text = f"not passed up to {last.machines} machines (the ramp's cap or the time budget)"
-            unit = "machines (not passed: a lower bound)"
+        text, machines, unit, load = verdict(mine)
         print(f"  {name}: {text}; load average {load}")
         report.add(
             Figure(
                 f"{name} machines where p99 passes {P99_LIMIT_S:g} s",
-                float(last.machines),
+                float(machines),
                 unit,
                 detail=text,
                 source="#35",
