@@ -452,15 +452,22 @@ class Machine:
             if response is None:
                 return False
             now = time.monotonic()
-            page = response.json()
-            for message in page["messages"]:
-                origin = self.sent.get(message["id"])
-                mine = origin is None or origin[1] == self.spec.key
-                if not mine and origin is not None and self.recorder.inside(origin[0]):
+            try:
+                page = response.json()
+                ids = [str(message["id"]) for message in page["messages"]]
+                next_after, more = int(page["next_after"]), bool(page["has_more"])
+            except (ValueError, KeyError, TypeError) as exc:
+                self.recorder.error("GET", f"malformed page ({type(exc).__name__})")
+                return False
+            for wire_id in ids:
+                origin = self.sent.get(wire_id)
+                if origin is None or origin[1] == self.spec.key:
+                    continue
+                if self.recorder.inside(origin[0]):
                     delivery = self.recorder.result.latencies.setdefault("delivery", [])
                     delivery.append(now - origin[0])
-            self.state.cursor = max(self.state.cursor, int(page["next_after"]))
-            if not page["has_more"]:
+            self.state.cursor = max(self.state.cursor, next_after)
+            if not more:
                 return True
 
     async def cycles(self) -> None:
@@ -519,10 +526,15 @@ class Machine:
             if response is None:
                 await asyncio.sleep(RETRY_S)
                 continue
-            answer = response.json()
-            self.state.read_revision = int(answer["read_revision"])
-            head = int(answer["current_seq"])
-            if answer["woken"]:
+            try:
+                answer = response.json()
+                self.state.read_revision = int(answer["read_revision"])
+                head, woken = int(answer["current_seq"]), bool(answer["woken"])
+            except (ValueError, KeyError, TypeError) as exc:
+                self.recorder.error("wait", f"malformed answer ({type(exc).__name__})")
+                await asyncio.sleep(RETRY_S)
+                continue
+            if woken:
                 self.recorder.result.waits_woken += 1
             else:
                 self.recorder.result.waits_timed_out += 1
@@ -892,6 +904,13 @@ def _machine_ticks() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
+def _receive(pipe: Connection) -> Any:
+    try:
+        return pipe.recv()
+    except EOFError:
+        raise RuntimeError("a load generator exited (its traceback is above)") from None
+
+
 def run_step(
     loadgen: LoadGenerators,
     fleet: Fleet,
@@ -917,7 +936,7 @@ def run_step(
     for pipe, plan in zip(loadgen.pipes, loadgen.plans(base), strict=True):
         pipe.send(plan)
     for pipe in loadgen.pipes:
-        if pipe.recv() != "ready":
+        if _receive(pipe) != "ready":
             raise RuntimeError("a load generator did not get ready")
     start_at = time.monotonic() + 0.2
     for pipe in loadgen.pipes:
@@ -939,7 +958,7 @@ def run_step(
     pg_cpu = tree_cpu_seconds(pg_pid) - pg_before if pg_pid is not None else None
     ticks_after = _machine_ticks()
     measured = time.monotonic() - measured_from
-    results: list[StepResult] = [pipe.recv() for pipe in loadgen.pipes]
+    results: list[StepResult] = [_receive(pipe) for pipe in loadgen.pipes]
     load = load_average()
     latencies: dict[str, list[float]] = {}
     errors: Counter[str] = Counter()

@@ -49,6 +49,7 @@ BENCHES: list[tuple[str, str, float] | tuple[str, str, float, tuple[str, ...]]] 
     ("driver", "bench_driver.py", 90.0),
     ("guard", "bench_guard.py", 45.0),
     ("live", "bench_live.py", 240.0),
+    ("capacity", "bench_capacity.py", 240.0),
 ]
 
 
