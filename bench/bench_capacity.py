@@ -33,8 +33,10 @@ sqlite-1, pg-1, pg-workers, then the next count), each on its own database:
 * ``sqlite-1``: one ``syncengine relay serve`` on a SQLite file;
 * ``pg-1``: one relay process on a throw-away PostgreSQL server
   (tests/relay/pg_server.py: ``initdb`` in a temporary directory, 127.0.0.1,
-  a free port, **durability off** — ``fsync=off``, ``synchronous_commit=off``
-  — so its figures are the relay's, not this host's disk);
+  a free port), restarted with durability **on** (fsync, synchronous commit,
+  full-page writes), as deployed and as the SQLite relay's
+  ``synchronous=FULL`` commits are (``--pg-durability off`` keeps the test
+  suite's setting, for figures of the relay alone);
 * ``pg-workers``: ``relay serve --workers N`` (default: the core count) on
   the same server, another database. When ``relay serve --help`` offers no
   ``--workers`` the configuration is skipped with a printed reason; it is
@@ -189,6 +191,7 @@ class Settings:
     team: tuple[int, int]
     mode: str
     configs: tuple[str, ...]
+    pg_durable: bool
     workers: int
     loadgen: int
     budget: float
@@ -241,6 +244,13 @@ def parse_settings(argv: Sequence[str] | None) -> tuple[Settings, argparse.Names
         help=f"which of {','.join(CONFIGS)} to run (default all)",
     )
     parser.add_argument(
+        "--pg-durability",
+        choices=("on", "off"),
+        default="on",
+        help="PostgreSQL's fsync, synchronous_commit and full_page_writes (default on, "
+        "as deployed; the test suite's server runs with them off)",
+    )
+    parser.add_argument(
         "--workers", type=int, default=os.cpu_count() or 2, help="processes of pg-workers"
     )
     parser.add_argument("--loadgen", type=int, default=2, help="load generator processes")
@@ -260,6 +270,7 @@ def parse_settings(argv: Sequence[str] | None) -> tuple[Settings, argparse.Names
         team=args.team,
         mode=args.mode,
         configs=args.configs,
+        pg_durable=args.pg_durability == "on",
         workers=max(args.workers, 1),
         loadgen=max(args.loadgen, 1),
         budget=args.budget if args.budget is not None else (150.0 if args.quick else 840.0),
@@ -1119,22 +1130,57 @@ def record(report: Report, row: Row) -> None:
 
 
 @contextlib.contextmanager
-def postgres(wanted: bool) -> Iterator[Any]:
-    """A throw-away PostgreSQL server, or the reason there is none."""
-    from tests.relay.pg_server import PostgresUnavailable, start_server
+def postgres(wanted: bool, durable: bool) -> Iterator[Any]:
+    """A throw-away PostgreSQL server, or the reason there is none.
+
+    tests/relay/pg_server.py runs it with durability off, which is right for
+    tests; a capacity figure is for a deployment, and the SQLite relay beside
+    it commits with ``synchronous=FULL``. With ``durable`` the same data
+    directory is restarted on the same port with fsync, synchronous commit
+    and full-page writes on, so both backends pay for their commits.
+    """
+    from tests.relay import pg_server
 
     if not wanted:
         yield RuntimeError("not asked for")
         return
     try:
-        server = start_server()
-    except PostgresUnavailable as exc:
+        server = pg_server.start_server()
+        if durable:
+            server.halt()
+            server.process = _launch_durable(server.root, server.port)
+            pg_server._wait_ready(server)
+    except pg_server.PostgresUnavailable as exc:
         yield exc
         return
     try:
         yield server
     finally:
         server.stop()
+
+
+def _launch_durable(root: Path, port: int) -> subprocess.Popen[bytes]:
+    """``postgres`` on ``root`` as tests/relay/pg_server.py starts it, but durable."""
+    from tests.relay import pg_server
+
+    bin_dir = pg_server.find_bin_dir()
+    if bin_dir is None:
+        raise pg_server.PostgresUnavailable("no PostgreSQL binaries (initdb) found")
+    prefix, _, _ = pg_server._as_user()
+    settings = ("fsync=on", "synchronous_commit=on", "full_page_writes=on", "max_connections=200")
+    with (root / "server.log").open("ab") as log:
+        return subprocess.Popen(
+            [
+                *prefix,
+                str(bin_dir / "postgres"),
+                *("-D", str(root / "data"), "-k", str(root / "sock")),
+                *("-h", "127.0.0.1", "-p", str(port)),
+                *(arg for setting in settings for arg in ("-c", setting)),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 def start_groups(
@@ -1175,6 +1221,18 @@ def start_groups(
     return int(server.process.pid)
 
 
+def _filesystem(path: Path) -> str:
+    """The filesystem type holding ``path`` (from /proc/mounts), e.g. ``ext4 at /``."""
+    best = ("?", "")
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/mounts").read_text().splitlines():
+            parts = line.split()
+            inside = len(parts) >= 3 and str(path.resolve()).startswith(parts[1])
+            if inside and len(parts[1]) >= len(best[1]):
+                best = (parts[2], parts[1])
+    return f"{best[0]} at {best[1] or '?'}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     settings, args = parse_settings(argv)
     steps = ramp(settings, fill=not args.quick)
@@ -1195,6 +1253,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "compete with the relay for its cores; their CPU is printed beside each row",
         flush=True,
     )
+    durability = "on" if settings.pg_durable else "OFF (--pg-durability off)"
+    print(
+        f"  note: PostgreSQL durability (fsync, synchronous_commit, full_page_writes) "
+        f"{durability}; the SQLite relay commits with synchronous=FULL; both on "
+        f"{_filesystem(Path(tempfile.gettempdir()))}",
+        flush=True,
+    )
     print(
         f"  note: every relay runs with {PER_PEER_ENV}={PER_PEER_FOR_BENCH} (all machines "
         "share 127.0.0.1, whose default cap is 64 connections) and --no-access-log",
@@ -1210,7 +1275,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with (
             TreeMemorySampler(interval=1.0) as memory,
             tempfile.TemporaryDirectory(prefix="bench-capacity-") as tmp,
-            postgres(PG_1 in settings.configs or PG_WORKERS in settings.configs) as server,
+            postgres(
+                PG_1 in settings.configs or PG_WORKERS in settings.configs,
+                settings.pg_durable,
+            ) as server,
         ):
             pg_pid = start_groups(settings, Path(tmp), server, waits, groups, skipped)
             for name, reason in skipped.items():
