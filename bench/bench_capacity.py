@@ -2,7 +2,9 @@
 
 Run: ``.venv/bin/python bench/bench_capacity.py [--quick] [--json PATH]
 [--machines 100,300,1000] [--cap N] [--window S] [--interval S] ...``
-(``--help`` lists every knob).
+(``--help`` lists every knob). The full run, on a quiet host:
+``.venv/bin/python bench/bench_capacity.py --json capacity.json`` (at most
+about 15 minutes: a 14-minute step budget plus start-up and shut-down).
 
 **What a simulated machine does.** Each machine is a device of a team of
 3-5 machines, with a pairing-exchanged credential of its own (real
@@ -257,6 +259,12 @@ def parse_settings(argv: Sequence[str] | None) -> tuple[Settings, argparse.Names
     parser.add_argument("--budget", type=float, default=None, help="seconds for the whole run")
     parser.add_argument("--seed", type=int, default=35)
     args = parser.parse_args(argv)
+    for name in ("interval", "window", "warmup", "budget"):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            parser.error(f"--{name} must be a positive number of seconds")
+    if args.cap is not None and args.cap < 1:
+        parser.error("--cap must be 1 or more machines")
     machines = args.machines or ((20, 50) if args.quick else (100, 300, 1000))
     settings = Settings(
         machines=machines,
