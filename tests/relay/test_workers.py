@@ -282,22 +282,59 @@ def test_a_live_wait_held_by_one_worker_is_woken_by_a_post_through_the_other(
 # -- stopping -----------------------------------------------------------------------------------
 
 
-def test_sigterm_to_the_supervisor_stops_every_worker_closes_the_address_and_exits_0(
-    postgres_backend: Backend,
-) -> None:
-    group = start_group(postgres_backend.location, "--workers", "2")
+def _refused(port: int) -> bool:
     try:
-        assert health(group) == 200
-        group.process.send_signal(signal.SIGTERM)
+        socket.create_connection(("127.0.0.1", port), timeout=10).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_sigterm_to_the_supervisor_drains_every_worker_closes_the_address_and_exits_0(
+    postgres_backend: Backend, tmp_path: Path
+) -> None:
+    """A POST whose body is held back across the signal is still answered:
+    the workers drain (they are not killed), then the address refuses."""
+    url = postgres_backend.location
+    group = start_group(url, "--workers", "2", "--shutdown-timeout", "30")
+    port = int(group.ready["port"])
+    try:
+        team = live_provision(url, tmp_path)
+        headers = group.pair(team["team_id"])
+        body = json.dumps({"messages": batch(5)}).encode()
+        head = [
+            "POST /v1/messages HTTP/1.1",
+            f"Host: 127.0.0.1:{port}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+            *(f"{name}: {value}" for name, value in headers.items()),
+        ]
+        with socket.create_connection(("127.0.0.1", port), timeout=BOUND_S) as held:
+            held.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + body[:10])
+            # A worker has accepted it (the scrape's own connection is the other one).
+            until(
+                lambda: metric(group, "syncengine_relay_connections_open") >= 2,
+                "a worker to accept the held POST",
+            )
+            group.process.send_signal(signal.SIGTERM)
+            until(lambda: _refused(port), "the address to refuse new connections")
+            assert group.process.poll() is None  # still draining the POST in flight
+            held.sendall(body[10:])
+            answer = b""
+            while chunk := held.recv(65536):
+                answer += chunk
+        assert answer.split(b" ", 2)[1] == b"200", answer[:200]
         assert group.process.wait(timeout=BOUND_S) == 0
         for pid in group.pids:
             until(lambda pid=pid: not alive(pid), f"worker {pid} to exit")
-        with pytest.raises(ConnectionRefusedError):
-            socket.create_connection(("127.0.0.1", int(group.ready["port"])), timeout=10).close()
     finally:
         if group.process.poll() is None:
             group.process.kill()
             group.process.wait(timeout=10)
+    logged = []
+    while not group.log.empty():
+        logged.append(group.log.get())
+    assert not any("did not stop in time" in line for line in logged), logged
 
 
 def test_a_worker_killed_with_sigkill_is_reported_and_replaced_and_nothing_is_lost(
