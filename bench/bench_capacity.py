@@ -1229,6 +1229,29 @@ def start_groups(
     return int(server.process.pid)
 
 
+class StepClock:
+    """How long the next step will take, from the steps so far: the warm-up
+    and the window, the longest overrun past them (start, drain), and the
+    pairing rate of the largest batch paired so far (a small batch's fixed
+    cost would inflate it) times the machines it adds — so a 1,000-machine
+    step after a 300-machine one is not projected as short as that one."""
+
+    def __init__(self, fixed: float) -> None:
+        self.fixed = fixed
+        self.overrun = 5.0
+        self.per_machine = 0.05
+        self.largest = 0
+
+    def projected(self, adding: int) -> float:
+        return self.fixed + self.overrun + self.per_machine * max(adding, 0)
+
+    def taken(self, added: int, pairing: float, running: float) -> None:
+        self.overrun = max(self.overrun, running - self.fixed)
+        if added >= self.largest and added > 0:
+            self.largest = added
+            self.per_machine = pairing / added
+
+
 def _filesystem(path: Path) -> str:
     """The filesystem type holding ``path`` (from /proc/mounts), e.g. ``ext4 at /``."""
     best = ("?", "")
@@ -1312,20 +1335,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             #: still run the reported counts, not the ramp points between them.
             beyond: set[str] = set()
             rng = random.Random(settings.seed)
-            step_seconds: float | None = None
+            clock = StepClock(settings.warmup + settings.window)
             print("\n" + HEADER)
             print("-" * len(HEADER), flush=True)
             for count in steps:
                 for name in list(active):
                     if name in beyond and count not in settings.machines:
                         continue  # past its limit: only the reported counts are still measured
-                    projected = step_seconds or settings.warmup + settings.window + 5
+                    fleet = fleets[name]
+                    projected = clock.projected(count - len(fleet.machines))
                     if time.monotonic() + projected > budget_end:
                         print(f"  stopping: {name} at {count} would pass the time budget")
                         report.note(f"time budget reached before {name} at {count} machines")
                         active.clear()
                         break
-                    fleet = fleets[name]
+                    added = count - len(fleet.machines)
                     pairing = grow(fleet, count, settings, rng)
                     live = fleet.group.live if settings.mode == "auto" else settings.mode == "live"
                     step_started = time.monotonic()
@@ -1338,9 +1362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         baseline[name],
                         rng.randrange(1 << 30),
                     )
-                    step_seconds = max(
-                        step_seconds or 0.0, time.monotonic() - step_started + pairing
-                    )
+                    clock.taken(added, pairing, time.monotonic() - step_started)
                     baseline[name] = (row.machines, row.relay_rss_mb)
                     rows.append(row)
                     record(report, row)
