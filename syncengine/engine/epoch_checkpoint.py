@@ -38,6 +38,7 @@ from syncengine.engine.errors import ConfigurationError
 from syncengine.engine.security import SecurityHistory
 
 __all__ = [
+    "MAX_CHAIN_SNAPSHOTS",
     "Checkpoint",
     "CheckpointRefused",
     "admit",
@@ -46,6 +47,10 @@ __all__ = [
     "replace_checkpoint",
     "save_checkpoint",
 ]
+
+
+#: The profile's bound on the snapshots of one binding's chain (revisions 0..4095).
+MAX_CHAIN_SNAPSHOTS = 4096
 
 
 class CheckpointRefused(ConfigurationError):
@@ -93,6 +98,11 @@ def admit(
     """The epochs ``snapshot`` adds to ``held``; :class:`CheckpointRefused`
     (naming the expected revision and digest, and what came) unless it
     extends ``checkpoint``. Pure."""
+    if snapshot.epoch_revision >= MAX_CHAIN_SNAPSHOTS:
+        raise CheckpointRefused(
+            f"the snapshot is revision {snapshot.epoch_revision}: a chain holds at most "
+            f"{MAX_CHAIN_SNAPSHOTS} snapshots (profile bound)"
+        )
     if checkpoint is not None and checkpoint.snapshot_sha256 is not None:
         digest = snapshot.digest()
         revision, expected = checkpoint.epoch_revision, checkpoint.snapshot_sha256
@@ -192,6 +202,13 @@ def issue(
     if held is not None:
         if held.same_content(epochs, security):
             return held
+        if held.epoch_revision + 1 >= MAX_CHAIN_SNAPSHOTS:
+            raise CheckpointRefused(
+                f"this chain already holds {MAX_CHAIN_SNAPSHOTS} snapshots (profile bound): "
+                "no further change can be issued",
+                remediation="Nothing was changed. The team needs a new relay team and a new "
+                "key history.",
+            )
         snapshot = held.successor(epochs, security)
     else:
         snapshot = EpochSnapshot(server_instance_id, team_id, epochs.epochs, security.entries)

@@ -254,3 +254,39 @@ def test_disconnect_keeps_the_checkpoint_and_a_later_connect_cannot_roll_it_back
             confirm_digest=old_digest,
         )  # fmt: skip
     assert checkpoint(b) == kept and connections(b) == 0
+
+
+def test_the_readme_passage_adds_a_machine_to_a_team_with_history(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    """README "Adding a machine, removing one", command by command."""
+    team = LeanTeam(live, tmp_path)
+    a, b = team.age_machines("a", "b")
+    a.send("alice", "bob", "before C")
+    b.sync()
+    a.sync()
+    c = fresh_machine(tmp_path, "c")
+    epoch2 = tmp_path / "epoch-2.recipients"
+    epoch2.write_text((tmp_path / "epoch-1.recipients").read_text())
+    generated = run_cli(c, "keys", "generate", "--output", str(c.store.parent / "identity.key"))
+    assert generated.returncode == 0, generated.stderr
+    with epoch2.open("a") as handle:
+        handle.write(generated.stdout)
+    cli_json(a, "keys", "epoch", "add", "--key-id", "epoch-2", "--recipients-file", str(epoch2))
+    snapshot = tmp_path / "epochs.json"
+    digest = export(a, snapshot)
+    import_into(b, snapshot, digest)
+    token = c.store.parent / "token"
+    token.write_text(team.token().reveal() + "\n")
+    token.chmod(0o600)
+    joined = run_cli(
+        c, "connect", "--endpoint", team.endpoint, "--token", f"@{token}", "--team", "crew",
+        "--identity", str(c.store.parent / "identity.key"), "--epochs-file", str(snapshot),
+        "--confirm-digest", digest,
+    )  # fmt: skip
+    assert joined.returncode == 0, joined.stderr
+    a.send("alice", "bob", "after C joined")
+    for machine in (a, b, c, a, b, c):
+        assert run_cli(machine, "sync").returncode == 0
+    assert a.bodies() == b.bodies() == ["after C joined", "before C"]
+    assert c.bodies() == ["after C joined"]  # nothing sealed before its epoch

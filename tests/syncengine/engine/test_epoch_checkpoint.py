@@ -198,3 +198,11 @@ def test_a_successor_after_a_security_change_keeps_the_writer_generation() -> No
     second = first.successor(history(1), later)
     assert (second.epoch_revision, second.writer_generation) == (1, 0)
     assert not first.same_content(history(1), later) and second.same_content(history(1), later)
+
+
+def test_a_snapshot_past_the_profiles_chain_bound_is_refused() -> None:
+    first = root()
+    last = EpochSnapshot(INSTANCE, TEAM, history(1).epochs, E2EE.entries, 4096, first.digest())
+    held = Checkpoint(4095, first.digest(), 0, first.encode())
+    with pytest.raises(CheckpointRefused, match="at most 4096 snapshots"):
+        admit(held, last, held_by(first))
