@@ -6,7 +6,9 @@ Subcommands (each takes ``--database URL|PATH`` and ``--json``):
 * ``migrate``                   bring an existing database to this release's schema
 * ``serve``                     run HTTP API v1 (127.0.0.1 by default; ``/metrics``,
                                 JSON or text access logs, TLS, graceful SIGTERM) and
-                                the live wait extension (``--no-live``, ``--live-*``)
+                                the live wait extension (``--no-live``, ``--live-*``);
+                                ``--workers N`` runs N processes on that one address
+                                (PostgreSQL only, relay/workers.py)
 * ``team apply DOC.json``       atomically replace a team's roster (creates the team)
 * ``token issue --team ID``     one pairing token, printed once to stdout
 * ``credential list|revoke``    device credentials (IDs only; secrets are never stored)
@@ -17,7 +19,11 @@ Subcommands (each takes ``--database URL|PATH`` and ``--json``):
 ``--database`` (alias ``--db``) is a ``postgresql://`` URL or the SQLite file
 path, default ``$SYNCENGINE_RELAY_DATABASE``, then ``$SYNCENGINE_RELAY_DB``,
 then ``$XDG_DATA_HOME/syncengine/relay.db``. Several ``serve`` processes may
-share one PostgreSQL database; a SQLite file takes one.
+share one PostgreSQL database (``--workers N`` starts N behind one address);
+a SQLite file takes one, and ``--workers`` above 1 on it is refused.
+``serve`` options that have an environment variable
+(``--workers``, ``--max-connections-per-peer``, ``--request-read-timeout``,
+``--retention-max-live-messages``) win over it.
 
 No secret is ever read from argv: tokens and credentials are only ever
 *printed* (once), never accepted. Exit codes: 0 success, 2 operator error

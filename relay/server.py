@@ -20,6 +20,11 @@ answers every open long poll (``woken: false``) — uvicorn's own signal
 handler is extended for that, since uvicorn replaces ours while it serves —
 so a drain is never held up by waits that would otherwise run their course.
 
+``relay serve --workers N`` runs the same server in N forked processes on
+one socket bound here (relay/workers.py): :func:`listen` and
+:func:`build_server` are the two halves that the supervisor and each worker
+call, and the server reports to its supervisor once it accepts.
+
 TLS is uvicorn's own (``ssl_certfile``/``ssl_keyfile``); the certificate and
 key are loaded before the ``listening`` line, so a bad file fails startup
 with an operator error. A key protected by a passphrase is not offered: the
