@@ -1,7 +1,8 @@
 """``syncengine keys epoch``: the key-epoch history of a connected team.
 
 * ``list`` shows every epoch: revision, first sequence, key ID, number of
-  recipients and whether this machine holds its identity;
+  recipients and whether this machine holds its identity; and the retained
+  snapshot checkpoint (revision, digest, writer generation);
 * ``add --key-id K --recipients-file F [--identity FILE]`` schedules a
   rotation at the relay's next sequence boundary (specs/engine.md "Key
   epochs"). Adding a machine is a new epoch whose recipients include it;
@@ -102,10 +103,23 @@ def _epoch_line(obj: dict[str, Any]) -> str:
 
 def _list(args: argparse.Namespace) -> int:
     def action() -> int:
+        from syncengine.engine.epoch_checkpoint import load_checkpoint
+        from syncengine.store.connection import read_transaction
+
         with _engine(args) as engine:
             epochs = [e.to_obj() for e in engine.connection.epochs.epochs]
+            with read_transaction(engine.store.conn, engine.store.path) as conn:
+                checkpoint = load_checkpoint(conn, engine.connection.binding_pk)
         text = "\n".join(_epoch_line(e) for e in epochs) or "no age-v1 epoch (a plaintext team)"
-        _emit(args, {"ok": True, "epochs": epochs}, text)
+        retained = None
+        if checkpoint is not None:
+            retained = {
+                "epoch_revision": str(checkpoint.epoch_revision),
+                "snapshot_sha256": checkpoint.snapshot_sha256,
+                "writer_generation": str(checkpoint.writer_generation),
+            }
+            text += f"\ncheckpoint: snapshot {checkpoint.describe()}"
+        _emit(args, {"ok": True, "epochs": epochs, "checkpoint": retained}, text)
         return 0
 
     return _guarded(args, action)

@@ -198,6 +198,12 @@ def test_a_gap_is_refused_and_the_chain_of_files_is_imported_in_order(
     )  # fmt: skip
     assert [row["key_id"] for row in chained["added"]] == ["epoch-2", "epoch-3"]  # type: ignore[union-attr, index]
     assert checkpoint(b) == checkpoint(a) == (2, digests[1], 2)
+    listed = cli_json(b, "keys", "epoch", "list")["checkpoint"]
+    assert listed == {
+        "epoch_revision": "2",
+        "snapshot_sha256": digests[1],
+        "writer_generation": "2",
+    }
 
 
 def test_a_chain_whose_links_do_not_match_is_refused_naming_the_file(
