@@ -24,6 +24,7 @@ __all__ = [
     "ENGINE_CRASH_POINTS",
     "NAME_CRASH_POINTS",
     "RESTORE_CRASH_POINTS",
+    "SEED_CRASH_POINTS",
     "STAGE1_CRASH_POINTS",
     "STAGE2_CRASH_POINTS",
     "STORE_CRASH_POINTS",
@@ -159,6 +160,10 @@ CHECKPOINT_CRASH_POINTS: tuple[str, ...] = (
     "engine.checkpoint.after_commit",
 )
 
+#: ``seed``: a teammate's backup fills in this binding's held rows in one
+#: transaction (syncengine/ops/seed.py; proven by crash_tests/test_seed_crash_points.py).
+SEED_CRASH_POINTS: tuple[str, ...] = ("seed.commit.before_commit", "seed.commit.after_commit")
+
 #: Every crash point: the Stage-1 ones, stage 2's, the engine's, the store's, restore's.
 CRASH_POINTS: tuple[str, ...] = (
     STAGE1_CRASH_POINTS
@@ -168,6 +173,7 @@ CRASH_POINTS: tuple[str, ...] = (
     + RESTORE_CRASH_POINTS
     + NAME_CRASH_POINTS
     + CHECKPOINT_CRASH_POINTS
+    + SEED_CRASH_POINTS
 )
 
 _ARMED: str | None = os.environ.get("SYNCENGINE_CRASH_AT") or None

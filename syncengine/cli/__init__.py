@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "disconnect": "syncengine.cli.engine",
     "backup": "syncengine.cli.backup",
     "restore": "syncengine.cli.backup",
+    "seed": "syncengine.cli.backup",
     "security": "syncengine.cli.engine",
     "send": "syncengine.cli.messages",
     "inbox": "syncengine.cli.messages",

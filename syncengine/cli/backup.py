@@ -46,6 +46,29 @@ def register(subparsers: Any) -> None:
     restore.add_argument("--json", action="store_true", help="machine-readable output")
     restore.set_defaults(handler=_restore)
 
+    seed = subparsers.add_parser(
+        "seed",
+        help="give this machine the team's older history from a teammate's backup",
+        description="For a machine that joined an encrypted team after its older messages "
+        "were sealed: connect and sync it first (those messages are then held as "
+        "'before_join'), then seed it from a backup another machine of the team made with "
+        "'syncengine backup'. Each held message the backup holds under the same wire ID, "
+        "sequence and envelope is imported, with the read state it had there; nothing is "
+        "sent, and this machine keeps its own store, identity, credential and read state. "
+        "Safe to run again: only what is still held is seeded.",
+        epilog="exit codes: 0 ok   2 usage   3 the store is busy (try again)   7 the team is "
+        "not connected here   8 an engine holds this team's binding (stop 'syncengine run' "
+        "first)   10 missing dependency   12 corrupt store or backup   13 a backup of another "
+        "stream or one that contradicts what this machine pulled, or a bad path",
+    )
+    seed.add_argument("--input", required=True, metavar="FILE", help="a teammate's backup file")
+    seed.add_argument("--store", metavar="PATH", help="store file (default: SYNCENGINE_STORE)")
+    seed.add_argument(
+        "--team", metavar="TEAM", help="local team (optional when the store has one connected team)"
+    )
+    seed.add_argument("--json", action="store_true", help="machine-readable output")
+    seed.set_defaults(handler=_seed)
+
 
 def _fail(command: str, exc: BaseException) -> int:
     from syncengine.engine.errors import classify
@@ -103,5 +126,50 @@ def _restore(args: argparse.Namespace) -> int:
     text = f"restored {target} from {args.input}"
     if kept is not None:
         text += f"; the replaced store is kept as {kept}"
+    print(json.dumps(obj) if args.json else text)
+    return 0
+
+
+def _seed(args: argparse.Namespace) -> int:
+    import json
+    import shutil
+    import tempfile
+    from datetime import UTC, datetime
+
+    from syncengine.engine import Engine
+    from syncengine.ops.seed import held_wire_ids, read_backup, seed_history
+    from syncengine.store import Store
+    from syncengine.store.errors import InvalidInput
+    from wire.scalars import format_timestamp
+
+    source = Path(args.input)
+    try:
+        if not source.is_file():
+            raise InvalidInput("--input", f"{source} is not a file")
+        with Engine(args.store, args.team) as engine, engine.lock():
+            store = engine.store
+            if source.absolute() == store.path.absolute():
+                raise InvalidInput("--input", "the backup is this store itself")
+            # A private copy, opened (and brought to this schema) as a store:
+            # the backup file itself is only read.
+            scratch = Path(tempfile.mkdtemp(prefix=".seed-", dir=store.path.absolute().parent))
+            try:
+                copy = scratch / "backup.db"
+                shutil.copyfile(source, copy)
+                copy.chmod(0o600)
+                key = engine.connection.key
+                with Store(copy) as backup:
+                    backup.check()
+                    found = read_backup(backup.conn, key, held_wire_ids(store.conn, key))
+                now = format_timestamp(datetime.now(UTC))
+                result = seed_history(store.conn, store.path, key, found, now)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+    except Exception as exc:
+        return _fail("seed", exc)
+    obj = {"ok": True, "input": str(source), **result.to_obj()}
+    text = f"seeded {result.seeded} message(s) from {source} ({result.read} already read)"
+    if result.unmatched:
+        text += f"; {result.unmatched} held message(s) are not in that backup and stay as they were"
     print(json.dumps(obj) if args.json else text)
     return 0
