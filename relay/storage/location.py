@@ -1,7 +1,9 @@
 """Which backend a relay database location names, and opening it.
 
-A location is either a ``postgresql://`` (or ``postgres://``) URL or a path
-to the SQLite file, which stays the default. Only this module decides
+A location is a ``postgresql://`` (or ``postgres://``) URL, a
+``placement:PATH`` naming a file that places teams across several
+PostgreSQL databases (relay/storage/placement.py, specs/relay-scaling.md), or
+a path to the SQLite file, which stays the default. Only this module decides
 between them, so the CLI and the server hold a :class:`RelayStore` and never
 a concrete class. psycopg is imported only for a URL: a relay on SQLite runs
 without the optional ``postgres`` extra installed.
@@ -15,6 +17,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from relay.errors import OperatorError
 from relay.storage.base import RelayStore
+from relay.storage.placement import PlacedRelayStore, is_placement, load_placement
 from relay.storage.sqlite import SqliteRelayStore
 
 if TYPE_CHECKING:
@@ -33,7 +36,8 @@ _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 def is_postgres(location: str) -> bool:
-    return location.startswith(_POSTGRES_SCHEMES)
+    """A PostgreSQL URL, or a placement (whose databases are all PostgreSQL)."""
+    return location.startswith(_POSTGRES_SCHEMES) or is_placement(location)
 
 
 class DatabaseUnreachable(OperatorError):
@@ -56,7 +60,7 @@ def _postgres() -> type[PostgresRelayStore]:
 
 def display(location: str) -> str:
     """The location as safe to print or log: a URL loses any password."""
-    if not is_postgres(location):
+    if not location.startswith(_POSTGRES_SCHEMES):
         return location
     parts = urlsplit(location)
     netloc = parts.netloc
@@ -71,7 +75,22 @@ def display(location: str) -> str:
 
 
 def initialize(location: str) -> str:
-    """Create a new relay database (or schema) and return its server_instance_id."""
+    """Create a new relay database (or schema) and return its server_instance_id.
+
+    A placement's default database mints the identity and every other one
+    is created with it; a database already holding the relay schema is
+    refused as for a single URL (nothing of the others is undone: run init
+    again once the cause is fixed and it refuses only the ones done)."""
+    if is_placement(location):
+        backend = _postgres()
+        placement = load_placement(location)
+        instance_id: str | None = None
+        for name in placement.names:
+            url = placement.databases[name]
+            _reachable(url)
+            instance_id = backend.initialize(url, instance_id)
+        assert instance_id is not None
+        return instance_id
     if is_postgres(location):
         backend = _postgres()
         _reachable(location)
@@ -81,6 +100,14 @@ def initialize(location: str) -> str:
 
 def migrate(location: str) -> tuple[int, int]:
     """Bring an existing relay database to this code's schema version."""
+    if is_placement(location):
+        backend = _postgres()
+        placement = load_placement(location)
+        steps = []
+        for name in placement.names:
+            _reachable(placement.databases[name])
+            steps.append(backend.migrate(placement.databases[name]))
+        return min(a for a, _ in steps), max(b for _, b in steps)
     if is_postgres(location):
         backend = _postgres()
         _reachable(location)
@@ -96,6 +123,19 @@ def open_store(
     retention_max_live_messages: int | None = None,
 ) -> RelayStore:
     """An open store on an existing, initialized relay database."""
+    if is_placement(location):
+        backend = _postgres()
+        placement = load_placement(location)
+
+        def open_one(url: str) -> RelayStore:
+            _reachable(url)
+            return backend(
+                url,
+                busy_timeout_ms=busy_timeout_ms,
+                retention_max_live_messages=retention_max_live_messages,
+            )
+
+        return PlacedRelayStore(placement, open_one)
     if is_postgres(location):
         backend = _postgres()
         _reachable(location)

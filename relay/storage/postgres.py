@@ -225,14 +225,17 @@ class PostgresRelayStore(SqlRelayStore):
 
     # -- lifecycle -------------------------------------------------------------------
     @classmethod
-    def initialize(cls, url: str) -> str:
+    def initialize(cls, url: str, instance_id: str | None = None) -> str:
         """Create the relay schema at the current version and mint the instance ID.
 
         Refuses a database that already holds a relay schema (a second ``init``
         would mint a new identity for data clients are bound to) or whose
         :data:`~relay.storage.pg_schema.RELAY_SCHEMA` holds anything at all; an
         empty schema an operator created for the relay (say, to grant it) is used.
-        Nothing else in the database is read or touched.
+        Nothing else in the database is read or touched. ``instance_id`` joins
+        the database to an existing deployment instead of minting one: every
+        database of a team placement (relay/storage/placement.py) carries the
+        one ``server_instance_id`` its clients are bound to.
         """
         with _admin_transaction(url) as conn:
             if pg_schema.schema_exists(conn):
@@ -245,7 +248,7 @@ class PostgresRelayStore(SqlRelayStore):
             else:
                 conn.execute(f"CREATE SCHEMA {RELAY_SCHEMA}")
             pg_schema.apply_migrations(conn, 0)
-            instance_id = new_uuid7()
+            instance_id = instance_id or new_uuid7()
             conn.execute(
                 "INSERT INTO relay_meta(key, value) VALUES ('server_instance_id', %s)",
                 (instance_id,),
