@@ -264,3 +264,34 @@ def test_a_malformed_placement_file_is_one_line_naming_the_problem(
     with pytest.raises(OperatorError, match=problem) as caught:
         location.open_store(f"placement:{path}")
     assert "\n" not in caught.value.message
+
+
+# -- the real CLI and server -----------------------------------------------------------------------
+def test_the_relay_cli_inits_and_serves_a_placement_through_one_port(
+    two: TwoDatabases, tmp_path: Path
+) -> None:
+    from tests.relay import live
+
+    placed_id = new_uuid7()
+    two.place({placed_id: "b"})
+    initialized = live.cli(two.location, "init", "--json")
+    assert initialized.returncode == 0, initialized.stderr
+    team_a = live.provision(two.location, tmp_path)["team_id"]
+    document = {
+        "team_id": placed_id,
+        "team_name": "team-b",
+        "members": [{"member_id": new_uuid7(), "name": "leader"}],
+    }
+    (tmp_path / "b.json").write_text(json.dumps(document), encoding="utf-8")
+    applied = live.cli(two.location, "team", "apply", str(tmp_path / "b.json"), "--json")
+    assert applied.returncode == 0, applied.stderr
+
+    with live.running_relay(two.location, "--no-access-log") as relay, relay.client() as client:
+        for team_id, count in ((team_a, 2), (placed_id, 3)):
+            headers = relay.pair(team_id)
+            posted = client.post("/v1/messages", json={"messages": batch(count)}, headers=headers)
+            assert posted.status_code == 200, posted.text
+            page = client.get("/v1/messages", params={"after": "0"}, headers=headers).json()
+            assert len(page["messages"]) == count
+    assert two.rows_of("a", "messages", team_a) == 2
+    assert two.rows_of("b", "messages", placed_id) == 3
