@@ -1088,6 +1088,16 @@ def record(report: Report, row: Row) -> None:
     )
     report.add(
         Figure(
+            f"{name} live waits answered",
+            row.waits_woken + row.waits_timed_out,
+            "waits",
+            detail=f"{row.waits_woken} woken by news, {row.waits_timed_out} at their time "
+            "limit (warm-up included)",
+        ),
+        show=False,
+    )
+    report.add(
+        Figure(
             f"{name} relay CPU per 100 machines",
             round(row.per_100(row.relay_cpu_cores), 4),
             "cores",
@@ -1270,7 +1280,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = Report("capacity", args.quick)
     started = time.monotonic()
     budget_end = started + settings.budget
-    fd_limit = raise_open_files_limit(steps[-1] * FDS_PER_MACHINE + FD_SLACK)
+    fds_needed = steps[-1] * FDS_PER_MACHINE + FD_SLACK
+    fd_limit = raise_open_files_limit(fds_needed)
+    if fd_limit < fds_needed:
+        print(
+            f"  warning: the open-files limit is {fd_limit} (hard) but {steps[-1]} machines may "
+            f"need {fds_needed}; raise it (ulimit -Hn) or lower --cap, else the largest steps "
+            "fail to connect (counted as errors)",
+            flush=True,
+        )
     print(
         f"bench_capacity: start, {format_load()}, {os.cpu_count()} cores, open-files limit "
         f"{fd_limit}; steps {steps} machines, warm-up {settings.warmup:g} s + window "
