@@ -8,8 +8,9 @@ credential revoked concurrently can never write after its revocation commits.
 Implementations: :mod:`relay.storage.sqlite` (the default, one file) and
 :mod:`relay.storage.postgres`, which provides the same semantics with a
 ``SELECT … FOR NO KEY UPDATE`` on the team row where SQLite relies on its
-single-writer lock; :mod:`relay.storage.location` picks one from
-``--database``.
+single-writer lock; :mod:`relay.storage.placement` routes every operation
+by team over several PostgreSQL stores (specs/relay-scaling.md);
+:mod:`relay.storage.location` picks one from ``--database``.
 """
 
 from __future__ import annotations
