@@ -189,6 +189,14 @@ def _worker(
             metrics_group=group,
         )
         server.run(sockets=[listener.sock])
+    except OperatorError as exc:  # TLS files the supervisor could not check
+        _send(reports, {"pid": pid, "error": exc.message, "remedy": exc.remediation, "code": 2})
+        sys.exit(_EXIT_OPERATOR)
+    except Exception as exc:
+        # One line with the type only (as relay/logformat.py does), never the
+        # traceback multiprocessing would print; the supervisor reports the exit.
+        _log.error("relay worker %d stopped on %s", pid, type(exc).__name__)
+        sys.exit(1)
     finally:
         store.close()
 

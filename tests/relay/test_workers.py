@@ -438,3 +438,25 @@ def test_metrics_at_the_one_address_add_up_the_requests_of_every_worker(
             "the group's metrics to count 3 + 4 health requests",
         )
         assert metric(group, "syncengine_relay_database_up") == 1.0
+
+
+def test_a_worker_that_cannot_start_stops_the_group_with_its_one_error_line(
+    postgres_backend: Backend, tmp_path: Path
+) -> None:
+    """Each worker loads the TLS files itself; unreadable ones are exit 2 and
+    one ``error:`` line, never a traceback, and no ``listening`` line."""
+    missing = tmp_path / "missing.pem"
+    result = _serve(
+        postgres_backend.location,
+        "--workers",
+        "2",
+        "--tls-certfile",
+        str(missing),
+        "--tls-keyfile",
+        str(missing),
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == ["error: cannot load the TLS certificate or key (FileNotFoundError)"]
+    assert "listening" not in result.stdout
