@@ -23,6 +23,7 @@ __all__ = [
     "CRASH_POINTS",
     "ENGINE_CRASH_POINTS",
     "NAME_CRASH_POINTS",
+    "OUTCOME_CRASH_POINTS",
     "RESTORE_CRASH_POINTS",
     "SEED_CRASH_POINTS",
     "STAGE1_CRASH_POINTS",
@@ -164,6 +165,11 @@ CHECKPOINT_CRASH_POINTS: tuple[str, ...] = (
 #: transaction (syncengine/ops/seed.py; proven by crash_tests/test_seed_crash_points.py).
 SEED_CRASH_POINTS: tuple[str, ...] = ("seed.commit.before_commit", "seed.commit.after_commit")
 
+#: Migration 14 (syncengine/store/migrations.py; proven by
+#: crash_tests/test_quarantine_migration_crash_point.py): ``sync_quarantine``
+#: rebuilt with the wider CHECK, the old table dropped, before the commit.
+OUTCOME_CRASH_POINTS: tuple[str, ...] = ("store.migrate.quarantine_outcomes",)
+
 #: Every crash point: the Stage-1 ones, stage 2's, the engine's, the store's, restore's.
 CRASH_POINTS: tuple[str, ...] = (
     STAGE1_CRASH_POINTS
@@ -174,6 +180,7 @@ CRASH_POINTS: tuple[str, ...] = (
     + NAME_CRASH_POINTS
     + CHECKPOINT_CRASH_POINTS
     + SEED_CRASH_POINTS
+    + OUTCOME_CRASH_POINTS
 )
 
 _ARMED: str | None = os.environ.get("SYNCENGINE_CRASH_AT") or None

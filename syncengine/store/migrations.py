@@ -598,6 +598,11 @@ def _v14_quarantine_outcomes(conn: Any) -> None:
             ON sync_quarantine (binding_pk, substr(blob, 1, 160)) WHERE cipher <> 'none';
         """
     )
+    from syncengine.crash import crash_point
+
+    # The table is rebuilt, its old copy dropped, nothing committed yet
+    # (crash_tests/test_quarantine_migration_crash_point.py).
+    crash_point("store.migrate.quarantine_outcomes")
 
 
 def _v15_epoch_checkpoints(conn: Any) -> None:
