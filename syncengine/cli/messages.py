@@ -107,6 +107,7 @@ def _check_names(store: Any, team: str, names: tuple[str, str]) -> None:
     command only."""
     from syncengine.store import InvalidInput, UnknownTeam
     from syncengine.store.names import check_local_agent, check_local_team
+    from syncengine.store.reserved_names import ReservedName
 
     known = _known_teams(store)
     if not known:
@@ -123,6 +124,12 @@ def _check_names(store: Any, team: str, names: tuple[str, str]) -> None:
         return
     for field, name in zip(("from", "to"), names, strict=True):
         if roster and name not in roster:
+            try:  # a name renamed away is refused naming its holder (specs/store.md §4.1)
+                store.require_reader(team, name)
+            except ReservedName as held:
+                raise ReservedName(field, team, name, held.holder, held.holder_id) from None
+            except InvalidInput:
+                pass
             raise InvalidInput(
                 field,
                 f"team {team!r} has no member {name!r}"
