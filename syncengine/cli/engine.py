@@ -304,6 +304,8 @@ def register(subparsers: Any) -> None:
         help="each blocked envelope: server_seq, wire ID, status, reason",
         description="Blocked envelopes stay in quarantine until this machine can open "
         "them (an identity installed, a newer program: then 'syncengine reprocess'). "
+        "Messages from before this machine joined (before_join) are listed too: they need "
+        "nothing ('syncengine seed' fills them in from a teammate's backup). "
         "Oldest first; page with --after the last server_seq shown.",
     )
     q_list.add_argument("--status", choices=QUARANTINE_STATUSES, help="only this status")
