@@ -78,6 +78,7 @@ __all__ = [
     "MAX_REPLACEMENTS",
     "MAX_WORKERS",
     "REPLACEMENT_WINDOW_SECONDS",
+    "RestartBudget",
     "WorkerFailed",
     "serve_workers",
 ]
@@ -201,6 +202,31 @@ def _worker(
         store.close()
 
 
+class RestartBudget:
+    """How many worker deaths the group absorbs: at most ``limit`` within
+    ``window`` seconds; one more means a crash loop, and the group stops."""
+
+    def __init__(
+        self, limit: int = MAX_REPLACEMENTS, window: float = REPLACEMENT_WINDOW_SECONDS
+    ) -> None:
+        self.limit = limit
+        self.window = window
+        self._deaths: deque[float] = deque()
+
+    def death(self, now: float) -> bool:
+        """Record a death at ``now`` (monotonic seconds); ``False`` once the
+        deaths within the window exceed the limit."""
+        self._deaths.append(now)
+        while self._deaths and now - self._deaths[0] > self.window:
+            self._deaths.popleft()
+        return len(self._deaths) <= self.limit
+
+    @property
+    def recent(self) -> int:
+        """Deaths within the window, as of the last one recorded."""
+        return len(self._deaths)
+
+
 class _Group:
     """The supervisor's view of its workers."""
 
@@ -224,7 +250,7 @@ class _Group:
         self._wake_w.setblocking(False)
         self.stopping = False
         self.workers: dict[int, BaseProcess] = {}
-        self._deaths: deque[float] = deque()
+        self._budget = RestartBudget()
 
     # -- signals ---------------------------------------------------------------------------
 
@@ -322,21 +348,17 @@ class _Group:
         process.join()
         if self._metrics_dir is not None:
             retire(self._metrics_dir, pid)
-        now = time.monotonic()
-        self._deaths.append(now)
-        while self._deaths and now - self._deaths[0] > REPLACEMENT_WINDOW_SECONDS:
-            self._deaths.popleft()
-        if len(self._deaths) > MAX_REPLACEMENTS:
+        if not self._budget.death(time.monotonic()):
             _log.error(
                 "relay worker %d exited (%s); %d workers exited within %g s, stopping the group",
                 pid,
                 _how(process),
-                len(self._deaths),
-                REPLACEMENT_WINDOW_SECONDS,
+                self._budget.recent,
+                self._budget.window,
             )
             raise WorkerFailed(
-                f"relay workers keep exiting ({len(self._deaths)} within "
-                f"{REPLACEMENT_WINDOW_SECONDS:g} s)",
+                f"relay workers keep exiting ({self._budget.recent} within "
+                f"{self._budget.window:g} s)",
                 "see the log lines above; the service manager may restart the group",
                 _EXIT_UNAVAILABLE,
             )

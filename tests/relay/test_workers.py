@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 import pytest
 
+from relay.workers import RestartBudget
 from tests.relay.backends import Backend
 from tests.relay.helpers import batch
 from tests.relay.live import Database, issue_token
@@ -460,3 +461,20 @@ def test_a_worker_that_cannot_start_stops_the_group_with_its_one_error_line(
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert errors == ["error: cannot load the TLS certificate or key (FileNotFoundError)"]
     assert "listening" not in result.stdout
+
+
+# -- the crash-loop budget (pure: times are given, not measured) --------------------------------
+
+
+def test_five_worker_deaths_within_a_minute_are_replaced_and_the_sixth_stops_the_group() -> None:
+    budget = RestartBudget()
+    assert all(budget.death(float(second)) for second in range(0, 50, 10))
+    assert not budget.death(55.0)
+    assert budget.recent == 6
+
+
+def test_deaths_older_than_the_window_no_longer_count_against_the_group() -> None:
+    budget = RestartBudget(limit=2, window=60.0)
+    assert budget.death(0.0) and budget.death(30.0)
+    assert budget.death(61.0)  # the first has left the window: 2 within it
+    assert not budget.death(62.0)
