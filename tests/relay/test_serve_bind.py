@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from syncengine.cli import main
+from tests.relay.backends import Backend
 
 
 @pytest.fixture
@@ -83,3 +84,32 @@ def test_serve_on_a_host_that_is_not_an_address_of_this_machine_says_so(db: Path
 def test_serve_on_a_host_name_that_does_not_resolve_says_so(db: Path) -> None:
     result = serve(db, "--host", "no-such-host.invalid", "--port", "0")
     assert_one_line(result, "no-such-host.invalid:0", "does not resolve")
+
+
+def test_a_worker_group_on_a_port_out_of_range_is_the_same_one_line(
+    postgres_backend: Backend,
+) -> None:
+    """The supervisor binds for the whole group (#35): its bind errors are a
+    single relay's, and no worker is started."""
+    env = {k: v for k, v in os.environ.items() if k != "SYNCENGINE_CRASH_AT"}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "syncengine",
+            "relay",
+            "serve",
+            "--db",
+            postgres_backend.location,
+            "--workers",
+            "2",
+            "--port",
+            "99999",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert_one_line(result, "127.0.0.1:99999", "0-65535")
