@@ -18,10 +18,17 @@ The cutover on the rotating machine (its part of the profile's barrier):
 
 Quiescing the *other* writers and revoking a removed machine's credential
 are the operator's steps 1, 3 and 4 (the relay does not enforce
-``key_id``); a machine that has not imported the new epoch holds every
+``key_id``) — a named deviation with its risk and procedure in
+specs/age-v1.md; a machine that has not imported the new epoch holds every
 envelope of it as ``pending_key`` (beyond its verified coverage) rather
 than judging it by the old epoch, and imports it later with
-:func:`import_snapshot`.
+:func:`import_epochs`.
+
+Every change here also moves the binding's retained snapshot checkpoint,
+in the same transaction (:mod:`syncengine.engine.epoch_checkpoint`): a
+rotation retains the next snapshot of the chain, an import the snapshot it
+took — only when that snapshot extends the checkpoint (no rollback, fork or
+gap).
 """
 
 from __future__ import annotations

@@ -296,3 +296,31 @@ def test_the_readme_passage_adds_a_machine_to_a_team_with_history(
         assert run_cli(machine, "sync").returncode == 0
     assert a.bodies() == b.bodies() == ["after C joined", "before C"]
     assert c.bodies() == ["after C joined"]  # nothing sealed before its epoch
+
+
+def test_a_snapshot_file_exported_before_the_chain_is_refused_with_the_remedy(
+    live: LiveRelay, tmp_path: Path
+) -> None:
+    import hashlib
+
+    from wire.jcs import canonicalize
+
+    a, b = LeanTeam(live, tmp_path).age_machines("a", "b")
+    current = tmp_path / "current.json"
+    export(a, current)
+    obj = json.loads(current.read_text())
+    for field in ("epoch_revision", "writer_generation", "writer_roster"):
+        del obj[field]
+    del obj["previous_snapshot_sha256"]
+    obj["version"] = 1  # what `keys epoch export` wrote before issue #34
+    old = tmp_path / "old.json"
+    old.write_bytes(canonicalize(obj) + b"\n")
+    digest = hashlib.sha256(canonicalize(obj)).hexdigest()
+    before = checkpoint(b)
+    result = run_cli(
+        b, "keys", "epoch", "import", "--file", str(old), "--confirm-digest", digest,
+        "--team", "crew",
+    )  # fmt: skip
+    assert result.returncode == 7 and "Traceback" not in result.stderr
+    assert "version 1" in result.stderr and "Export the snapshot again" in result.stderr
+    assert checkpoint(b) == before
