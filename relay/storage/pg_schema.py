@@ -164,10 +164,11 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
     # the check can never fail: every row's ``team_pk`` is the key of the team
     # row the same transaction holds locked, and team rows are never deleted.
     # The other tables, written a row or a few at a time, keep theirs.
+    # ``IF EXISTS``: a database an operator already relieved of them migrates too.
     (
         3,
-        "ALTER TABLE messages DROP CONSTRAINT messages_team_pk_fkey;"
-        " ALTER TABLE wire_ids DROP CONSTRAINT wire_ids_team_pk_fkey",
+        "ALTER TABLE messages DROP CONSTRAINT IF EXISTS messages_team_pk_fkey;"
+        " ALTER TABLE wire_ids DROP CONSTRAINT IF EXISTS wire_ids_team_pk_fkey",
     ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
