@@ -236,13 +236,21 @@ def test_a_missing_store_is_an_error_and_is_not_created(tmp_path: Path) -> None:
 
 
 def test_an_idle_wait_costs_little_cpu(store: Path) -> None:
-    """A 3 s wait, start-up included, stays far below a busy loop's 3 s."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    result = run("wait", "--team", "crew", "--agent", "bob", "--timeout", "3", store=store)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    assert result.returncode == 3
-    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    assert used < 0.5, used
+    """A 3 s wait stays far below a busy loop's 3 s. Start-up is measured on
+    the same machine, at the same moment, by a wait that gives up at once,
+    and taken away: on a busy machine (load 10+) the interpreter's start
+    alone costs more CPU than on an idle one, and is not what is judged."""
+
+    def cpu_of(timeout: str) -> float:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result = run("wait", "--team", "crew", "--agent", "bob", "--timeout", timeout, store=store)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        assert result.returncode == 3
+        return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+    start_up = min(cpu_of("0.001"), cpu_of("0.001"))  # (0 would wait for ever)
+    waited = cpu_of("3")
+    assert waited - start_up < 0.5, (waited, start_up)
 
 
 @pytest.mark.parametrize(
