@@ -124,10 +124,12 @@ def running_relay(
             )
         ready = json.loads(line)
         url = f"http://127.0.0.1:{ready['port']}"
-        deadline = time.monotonic() + 20
+        # Generous: a relay that printed its port answers within moments on an
+        # idle machine, but may need many seconds on a loaded one (load 10+).
+        deadline = time.monotonic() + 60
         while True:
             try:
-                if httpx.get(url + "/v1/health", timeout=2).status_code in (200, 503):
+                if httpx.get(url + "/v1/health", timeout=10).status_code in (200, 503):
                     break
             except httpx.TransportError:
                 if time.monotonic() > deadline:
