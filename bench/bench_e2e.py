@@ -352,7 +352,8 @@ def startup(rounds: int) -> dict[str, float]:
         "python -c pass": process("-c", "pass"),
         "syncengine pull --help": process("-m", "syncengine", "pull", "--help"),
         "imports of a real pull": process(
-            "-c", "import syncengine.cli.engine, syncengine.engine, syncengine.engine.cycle"
+            "-c",
+            "import syncengine.cli.engine_commands, syncengine.engine, syncengine.engine.cycle",
         ),
     }
     samples = interleaved(sides, rounds)  # the warm-up round writes the bytecode

@@ -26,23 +26,23 @@ COMMANDS: dict[str, str] = {
     "team": "syncengine.cli.team",
     "keys": "syncengine.cli.keys",
     "relay": "syncengine.cli.relay",
-    "connect": "syncengine.cli.engine",
-    "push": "syncengine.cli.engine",
-    "pull": "syncengine.cli.engine",
-    "sync": "syncengine.cli.engine",
-    "run": "syncengine.cli.engine",
-    "status": "syncengine.cli.engine",
-    "resync": "syncengine.cli.engine",
-    "resume": "syncengine.cli.engine",
-    "reprocess": "syncengine.cli.engine",
-    "read-state": "syncengine.cli.engine",
-    "quarantine": "syncengine.cli.engine",
-    "doctor": "syncengine.cli.engine",
-    "disconnect": "syncengine.cli.engine",
+    "connect": "syncengine.cli.engine_commands",
+    "push": "syncengine.cli.engine_commands",
+    "pull": "syncengine.cli.engine_commands",
+    "sync": "syncengine.cli.engine_commands",
+    "run": "syncengine.cli.engine_commands",
+    "status": "syncengine.cli.engine_commands",
+    "resync": "syncengine.cli.engine_commands",
+    "resume": "syncengine.cli.engine_commands",
+    "reprocess": "syncengine.cli.engine_commands",
+    "read-state": "syncengine.cli.engine_commands",
+    "quarantine": "syncengine.cli.engine_commands",
+    "doctor": "syncengine.cli.engine_commands",
+    "disconnect": "syncengine.cli.engine_commands",
     "backup": "syncengine.cli.backup",
     "restore": "syncengine.cli.backup",
     "seed": "syncengine.cli.backup",
-    "security": "syncengine.cli.engine",
+    "security": "syncengine.cli.engine_commands",
     "send": "syncengine.cli.messages",
     "inbox": "syncengine.cli.messages",
     "history": "syncengine.cli.messages",
@@ -175,7 +175,7 @@ def _add_exit_codes(subparsers: Any) -> None:
     sub-commands."""
     for name, command in subparsers.choices.items():
         module = COMMANDS.get(name)
-        codes = EXIT_CODES_EPILOG if module == "syncengine.cli.engine" else None
+        codes = EXIT_CODES_EPILOG if module == "syncengine.cli.engine_commands" else None
         codes = MODULE_EXIT_CODES.get(module or "", codes)
         _inherit(command, codes)
 
@@ -209,7 +209,7 @@ _GLOBAL_FLAGS = frozenset({"-v", "-vv", "-vvv", "--verbose", "-q", "--quiet", "-
 
 
 #: Stop signals that arrived before ``run`` installed its own handlers
-#: (``syncengine.cli.engine._run`` reads it): ``run`` stops cleanly even when
+#: (``syncengine.cli.engine_commands._run`` reads it): ``run`` stops cleanly even when
 #: SIGTERM comes during its start-up (issue #33: it was killed by the signal).
 EARLY_STOPS: list[int] = []
 

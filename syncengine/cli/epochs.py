@@ -28,7 +28,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from syncengine.cli.engine import _common, _deadline_option, _emit, _engine, _guarded
+from syncengine.cli.engine_commands import _common, _deadline_option, _emit, _engine, _guarded
 
 __all__ = ["EXIT_CODES", "register"]
 

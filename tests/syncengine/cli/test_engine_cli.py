@@ -75,7 +75,7 @@ def test_every_engine_command_is_registered_and_each_module_loads_once() -> None
     for name in (
         "connect", "push", "pull", "sync", "run", "status", "resync", "reprocess", "security",
     ):  # fmt: skip
-        assert COMMANDS[name] == "syncengine.cli.engine"
+        assert COMMANDS[name] == "syncengine.cli.engine_commands"
     for name in ("send", "inbox", "history"):
         assert COMMANDS[name] == "syncengine.cli.messages"
     assert len(COMMAND_MODULES) == len(set(COMMAND_MODULES))
@@ -93,7 +93,7 @@ def test_invoking_status_imports_only_its_own_command_module(tmp_path: Path) -> 
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     lines = result.stdout.strip().splitlines()
-    assert lines[-2] == "['syncengine.cli.engine']"
+    assert lines[-2] == "['syncengine.cli.engine_commands']"
     assert lines[-1] == "False False"
 
 

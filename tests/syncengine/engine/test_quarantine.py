@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from syncengine.cli import main
-from syncengine.cli.engine import QUARANTINE_STATUSES
+from syncengine.cli.engine_commands import QUARANTINE_STATUSES
 from syncengine.engine import Engine
 from syncengine.ops.quarantine import BLOCKING_STATUSES
 from syncengine.store import InvalidInput, Store
