@@ -46,8 +46,8 @@ from _common import (  # noqa: E402
     format_load,
 )
 
-from syncengine.cli.driver import driver_file  # noqa: E402
-from syncengine.cli.driver_rendezvous import read_rendezvous  # noqa: E402
+from syncengine.cli.driver.command import driver_file  # noqa: E402
+from syncengine.cli.driver.rendezvous import read_rendezvous  # noqa: E402
 from syncengine.store import Store  # noqa: E402
 
 BIN_DIR = Path(sys.executable).parent

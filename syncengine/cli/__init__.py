@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # Command name -> module registering it, in the order their help appears.
 COMMANDS: dict[str, str] = {
     "envelope": "syncengine.cli.envelope",
-    "driver": "syncengine.cli.driver",
+    "driver": "syncengine.cli.driver.command",
     "team": "syncengine.cli.team",
     "keys": "syncengine.cli.keys",
     "relay": "syncengine.cli.relay",
@@ -57,8 +57,9 @@ _STORE_CODES = (
 MODULE_EXIT_CODES: dict[str, str] = {
     "syncengine.cli.envelope": "exit codes: 0 ok   1 the envelope is blocked (its outcome is "
     "printed)   2 invalid input   3 cannot seal",
-    "syncengine.cli.driver": "exit codes (driver-interface): 0 ok   2 usage   10 missing_deps   "
-    "11 busy   12 corrupt_state   13 runtime_error / check failed   14 unsupported",
+    "syncengine.cli.driver.command": "exit codes (driver-interface): 0 ok   2 usage   "
+    "10 missing_deps   11 busy   12 corrupt_state   13 runtime_error / check failed   "
+    "14 unsupported",
     "syncengine.cli.team": _STORE_CODES,
     "syncengine.cli.messages": _STORE_CODES,
     "syncengine.cli.keys": "exit codes: 0 ok   2 refused (the reason is printed)",
@@ -243,7 +244,7 @@ def _main(args_list: list[str]) -> int:
     if args_list and args_list[0] == "driver":
         # A host's bash driver starts one process per storage call: the
         # driver's plain argv skips building an argparse parser at all.
-        from syncengine.cli.driver import run_plain_argv
+        from syncengine.cli.driver.command import run_plain_argv
 
         plain = run_plain_argv(args_list[1:])
         if plain is not None:

@@ -1,8 +1,8 @@
 """The install directive a driver op answers with when a dependency is
 missing (driver-interface §1.4: ``missing_deps``, exit 10).
 
-Both :mod:`syncengine.cli.driver` (the storage ops) and
-:mod:`syncengine.cli.sync_driver` (the Stage-1 sync verbs) answer a missing
+Both :mod:`syncengine.cli.driver.command` (the storage ops) and
+:mod:`syncengine.cli.driver.sync_verbs` (the Stage-1 sync verbs) answer a missing
 APSW binding the same way; the directive lives here so that neither module
 imports the other for it.
 """

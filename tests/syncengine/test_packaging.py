@@ -6,7 +6,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from syncengine.cli.driver import driver_file
+from syncengine.cli.driver.command import driver_file
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@
 # cursor, watch and history) are answered by a resident driver server when
 # one runs for the store: the first call runs as a process and starts it,
 # later ones reach it over loopback TCP from bash itself, one fork each
-# (syncengine/cli/driver_server.py, specs/store.md §10). It exits when idle.
+# (syncengine/cli/driver/server.py, specs/store.md §10). It exits when idle.
 #
 # Environment:
 #   SYNCENGINE_BIN    the syncengine executable (default: the one installed

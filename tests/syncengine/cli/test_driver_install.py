@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.cli.driver import driver_file
-from syncengine.cli.driver_install import trust_line
+from syncengine.cli.driver.command import driver_file
+from syncengine.cli.driver.install import trust_line
 from tests.syncengine.driver.contract import SYNCENGINE_BIN
 
 #: The host's loader, to its rules (not its code): prints the file it would

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.cli.driver import driver_file
-from syncengine.cli.driver_rendezvous import SERVED_OPS, Rendezvous, read_rendezvous
+from syncengine.cli.driver.command import driver_file
+from syncengine.cli.driver.rendezvous import SERVED_OPS, Rendezvous, read_rendezvous
 from syncengine.store import Store
 from tests.syncengine.driver.contract import stop_driver_servers
 
@@ -307,7 +307,7 @@ def test_two_servers_for_one_rendezvous_leave_one_running(store: Path) -> None:
         [
             sys.executable,
             "-m",
-            "syncengine.cli.driver_server",
+            "syncengine.cli.driver.server",
             "--store",
             str(store),
             "--rendezvous",

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from syncengine.cli.driver import driver_file
-from syncengine.cli.driver_rendezvous import read_rendezvous, serving
+from syncengine.cli.driver.command import driver_file
+from syncengine.cli.driver.rendezvous import read_rendezvous, serving
 from syncengine.store import Store, StoreError
 
 REPO = Path(__file__).resolve().parents[3]
@@ -242,7 +242,7 @@ class BashDriver:
 class ServedBashDriver(BashDriver):
     """The bash door with the driver server on: the first call on a store
     runs as a process and starts the server, every later one is answered by
-    it (syncengine/cli/driver_server.py); :func:`stop_driver_servers` ends it."""
+    it (syncengine/cli/driver/server.py); :func:`stop_driver_servers` ends it."""
 
     name = "served"
     extra_env: ClassVar[dict[str, str]] = {

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.cli.driver import CONTROL_OPS, run_op
+from syncengine.cli.driver.command import CONTROL_OPS, run_op
 from syncengine.store import Store
 from tests.syncengine.driver.contract import DRIVER_FILE, BashDriver
 
@@ -180,7 +180,7 @@ def test_a_driver_call_parses_its_argv_without_loading_argparse(tmp_path: Path) 
 
 
 def test_driver_help_and_unknown_ops_still_get_the_full_parser() -> None:
-    from syncengine.cli.driver import run_plain_argv
+    from syncengine.cli.driver.command import run_plain_argv
 
     assert run_plain_argv(["--help"]) is None
     assert run_plain_argv(["bogus"]) is None
@@ -192,7 +192,7 @@ def test_a_driver_file_outside_a_checkout_suggests_no_package_index_install(
     tmp_path: Path,
 ) -> None:
     """#18: the hint named ``pip install syncengine`` — someone else's package."""
-    from syncengine.cli.driver import driver_file
+    from syncengine.cli.driver.command import driver_file
 
     copy = tmp_path / "elsewhere" / "syncengine.sh"
     copy.parent.mkdir()

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from syncengine.cli.driver import run_op
+from syncengine.cli.driver.command import run_op
 from syncengine.ids import new_uuid4, new_uuid7
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import SyncPullCursor

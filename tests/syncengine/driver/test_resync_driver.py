@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from syncengine.cli.driver import run_op
+from syncengine.cli.driver.command import run_op
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import SyncPullCursor
 from syncengine.ops.resync import SyncResyncResult, SyncResyncStatus

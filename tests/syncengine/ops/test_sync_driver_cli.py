@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.cli.driver import run_op
+from syncengine.cli.driver.command import run_op
 from syncengine.ops.bindings import BindingKey
 from syncengine.store import Store
 from tests.syncengine.ops.helpers import foreign_envelope, new_key, pull_record, table

@@ -2,7 +2,7 @@
 (specs/store.md §10): the rendezvous file's shape, the ops the bash file
 hands over, the switches in the environment, and :func:`spawn`, called by a
 driver process that no server answered. Kept apart from the server itself
-(``syncengine.cli.driver_server``), which imports the driver's ``run_op``.
+(``syncengine.cli.driver.server``), which imports the driver's ``run_op``.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def spawn(store: str | os.PathLike[str], rendezvous: str) -> None:
     command = [
         sys.executable,
         "-m",
-        "syncengine.cli.driver_server",
+        "syncengine.cli.driver.server",
         "--store",
         os.path.abspath(store),
         "--rendezvous",

@@ -8,7 +8,7 @@ starts a Python interpreter and imports the store (≈ 35 ms over a bare
 pays. The file talks to this process instead, over a loopback TCP
 connection bash opens itself (``/dev/tcp``), so a call costs one fork and
 a round trip. Nothing about an operation changes: each request runs
-:func:`syncengine.cli.driver.run_op` — the very function behind
+:func:`syncengine.cli.driver.command.run_op` — the very function behind
 ``syncengine driver <op>`` — with the caller's arguments and stdin, and the
 caller gets its stdout, stderr and exit code byte for byte. Every
 operation is still one store transaction, so killing the server is killing
@@ -54,7 +54,7 @@ import socket
 import sys
 import time
 
-from syncengine.cli.driver_rendezvous import (
+from syncengine.cli.driver.rendezvous import (
     DEFAULT_IDLE_SECONDS,
     SERVED_OPS,
     Rendezvous,
@@ -202,7 +202,7 @@ def _request(reader: _Reader) -> list[bytes] | None:
 
 
 def _run(store: str, op: str, stdin: bytes, args: list[bytes]) -> tuple[int, bytes, bytes]:
-    from syncengine.cli.driver import run_op
+    from syncengine.cli.driver.command import run_op
 
     out, err = io.BytesIO(), io.BytesIO()
     try:
@@ -258,7 +258,7 @@ class _Reader:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m syncengine.cli.driver_server")
+    parser = argparse.ArgumentParser(prog="python -m syncengine.cli.driver.server")
     parser.add_argument("--store", required=True)
     parser.add_argument("--rendezvous", required=True)
     parser.add_argument("--idle", type=float, default=DEFAULT_IDLE_SECONDS)

@@ -138,16 +138,16 @@ def _offer_server(op: str, store_path: str | None) -> None:
     """Start the driver server when the bash file asked for one
     (``SYNCENGINE_DRIVER_RENDEZVOUS``: no server answered this call), so the
     host's next calls skip the interpreter start (specs/store.md §10)."""
-    # The name is driver_rendezvous.RENDEZVOUS_ENV, spelled out so that a
+    # The name is rendezvous.RENDEZVOUS_ENV, spelled out so that a
     # call without it (the usual one) imports nothing more.
     rendezvous = os.environ.get("SYNCENGINE_DRIVER_RENDEZVOUS")
     if not rendezvous:
         return
-    from syncengine.cli import driver_rendezvous
+    from syncengine.cli.driver.rendezvous import SERVED_OPS, spawn
     from syncengine.store.paths import resolve_store_path
 
-    if op in driver_rendezvous.SERVED_OPS:
-        driver_rendezvous.spawn(resolve_store_path(store_path), rendezvous)
+    if op in SERVED_OPS:
+        spawn(resolve_store_path(store_path), rendezvous)
 
 
 def _write(stream: IO[bytes], lines: list[str]) -> None:
@@ -393,13 +393,13 @@ def run_op(
     if op == "path":
         return _path(args, out, err)
     if op == "install":
-        from syncengine.cli.driver_install import install
+        from syncengine.cli.driver.install import install
 
         return install(driver_file(), args, out, err)
     if op in SYNC_OPS:
-        from syncengine.cli import sync_driver
+        from syncengine.cli.driver import sync_verbs
 
-        return sync_driver.run_sync_op(
+        return sync_verbs.run_sync_op(
             op, args, store_path=store_path, stdin=inp, stdout=out, stderr=err
         )
     try:
