@@ -40,7 +40,7 @@ import pwd
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from syncengine.crash import crash_point
 from syncengine.store.errors import (
@@ -54,13 +54,19 @@ from syncengine.store.errors import (
     StoreUnsafe,
 )
 
+if TYPE_CHECKING:
+    import apsw
+
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_MS",
     "WAL_AUTOCHECKPOINT_PAGES",
     "WAL_FOLD_OVER_BYTES",
     "WAL_SIZE_LIMIT_BYTES",
+    "Row",
+    "all_rows",
     "close_connection",
     "fold_wal",
+    "one_row",
     "open_connection",
     "read_transaction",
     "refuse_unsafe_store",
@@ -70,6 +76,12 @@ __all__ = [
 ]
 
 _log = logging.getLogger("syncengine.store")
+
+#: A row as this package's modules read it. SQLite gives each value the type
+#: its column's schema implies, which APSW cannot see: its stubs type a field
+#: as the union of every SQLite type. The modules that wrote the schema read
+#: the fields as what they are, so a row is typed as a tuple of ``Any``.
+Row = tuple[Any, ...]
 
 #: How long a writer waits for another writer before reporting busy.
 DEFAULT_BUSY_TIMEOUT_MS = 5000
@@ -98,6 +110,19 @@ _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 #: OSError numbers reported as a store I/O error (anything else propagates:
 #: a broken pipe on stdout is not the store's business).
 _IO_ERRNOS = frozenset({errno.EIO, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def one_row(cursor: apsw.Cursor) -> Row:
+    """The row of a query that always yields one: an aggregate, a PRAGMA,
+    ``RETURNING``, or a key the caller has just read or written. APSW types
+    ``fetchone`` as optional since it cannot know that; this only says so to
+    the type checker (at run time it is ``cursor.fetchone()``)."""
+    return cast(Row, cursor.fetchone())
+
+
+def all_rows(cursor: apsw.Cursor) -> list[Row]:
+    """Every row of ``cursor`` (``fetchall``), typed as :data:`Row`."""
+    return cursor.fetchall()
 
 
 def _apsw() -> Any:
@@ -319,7 +344,7 @@ def _create_private(path: Path) -> None:
     os.close(fd)
 
 
-def open_connection(path: Path, *, create: bool, busy_timeout_ms: int) -> Any:
+def open_connection(path: Path, *, create: bool, busy_timeout_ms: int) -> apsw.Connection:
     """Open (optionally creating) the database file and apply the pragmas.
 
     The file is checked first (:func:`refuse_unsafe_store`). When SQLite
@@ -351,11 +376,11 @@ def open_connection(path: Path, *, create: bool, busy_timeout_ms: int) -> Any:
 
 
 def _configured(
-    apsw: Any, path: Path, flags: int, busy_timeout_ms: int, *, shared_memory: bool
-) -> Any:
+    module: Any, path: Path, flags: int, busy_timeout_ms: int, *, shared_memory: bool
+) -> apsw.Connection:
     try:
-        conn = apsw.Connection(str(path), flags=flags)
-    except apsw.CantOpenError as exc:
+        conn: apsw.Connection = module.Connection(str(path), flags=flags)
+    except module.CantOpenError as exc:
         raise StoreNotInitialized(f"cannot open store at {path}: {exc}") from exc
     try:
         conn.setbusytimeout(busy_timeout_ms)
@@ -369,23 +394,23 @@ def _configured(
         conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
         conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
     except BaseException:
-        with contextlib.suppress(apsw.Error):
+        with contextlib.suppress(module.Error):
             conn.close()
         raise
     return conn
 
 
-def fold_wal(conn: Any) -> bool:
+def fold_wal(conn: apsw.Connection) -> bool:
     """``PRAGMA wal_checkpoint(TRUNCATE)`` without waiting for anyone: copy
     the WAL into the database and truncate it to zero bytes. True when the
     WAL is empty afterwards; never raises (another reader, a full disk or
     an I/O error only leave the WAL as it was, for a later checkpoint)."""
     apsw = _apsw()
     try:
-        previous = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+        previous = one_row(conn.execute("PRAGMA busy_timeout"))[0]
         conn.setbusytimeout(0)
         try:
-            busy, log, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            busy, log, _ = one_row(conn.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
         finally:
             conn.setbusytimeout(int(previous))
     except apsw.Error:
@@ -393,7 +418,7 @@ def fold_wal(conn: Any) -> bool:
     return bool(busy == 0 and log in (0, -1))
 
 
-def close_connection(conn: Any, path: Path) -> None:
+def close_connection(conn: apsw.Connection, path: Path) -> None:
     """Close ``conn``; if it wrote and the WAL is over
     :data:`WAL_FOLD_OVER_BYTES`, fold the WAL in first (:func:`fold_wal`).
 
@@ -426,7 +451,9 @@ def close_connection(conn: Any, path: Path) -> None:
 
 
 @contextlib.contextmanager
-def write_transaction(conn: Any, path: Path, name: str | None = None) -> Iterator[Any]:
+def write_transaction(
+    conn: apsw.Connection, path: Path, name: str | None = None
+) -> Iterator[apsw.Connection]:
     """One atomic writer transaction: ``BEGIN IMMEDIATE`` … ``COMMIT``.
 
     Any exception rolls everything back, so a state transition is either
@@ -454,7 +481,7 @@ def write_transaction(conn: Any, path: Path, name: str | None = None) -> Iterato
 
 
 @contextlib.contextmanager
-def read_transaction(conn: Any, path: Path) -> Iterator[Any]:
+def read_transaction(conn: apsw.Connection, path: Path) -> Iterator[apsw.Connection]:
     """A consistent snapshot for multi-statement reads (deferred ``BEGIN``)."""
     with translate_sqlite_errors(path):
         conn.execute("BEGIN")

@@ -28,6 +28,7 @@ from syncengine.store import messages, read_state, teams
 from syncengine.store.connection import (
     DEFAULT_BUSY_TIMEOUT_MS,
     close_connection,
+    one_row,
     open_connection,
     read_transaction,
     translate_sqlite_errors,
@@ -184,7 +185,7 @@ class Store:
         """Raise unless the store can be used (dependencies, file, schema)."""
         self._connect(create=False)
         with read_transaction(self.conn, self.path) as conn:
-            result = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+            result = one_row(conn.execute("PRAGMA quick_check(1)"))[0]
         if result != "ok":
             raise CorruptStore(f"store {self.path} failed its integrity check: {result}")
 
