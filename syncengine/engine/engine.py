@@ -49,6 +49,7 @@ from syncengine.store import Store
 from syncengine.store.connection import read_transaction, store_exposure, write_transaction
 
 if TYPE_CHECKING:
+    import apsw
     import httpx
 
     # What only some commands use is imported where it is used: ``status``
@@ -505,7 +506,7 @@ class Engine:
 
         pk = self.connection.binding_pk
 
-        def resume(conn: Any) -> tuple[bool, AckRepair | None]:
+        def resume(conn: apsw.Connection) -> tuple[bool, AckRepair | None]:
             if st.load_halt(conn, pk) is None:
                 return False, None
             repair = repair_contradicted_acks(conn, pk)
@@ -550,7 +551,7 @@ class Engine:
             failure = classify(exc)
             now = _now()
 
-            def record(conn: Any) -> None:
+            def record(conn: apsw.Connection) -> None:
                 if resync is not None:
                     st.record_resync(conn, pk, resync.after, resync.min_available_seq, now)
                 if failure.state is EngineState.HALTED:
@@ -570,7 +571,7 @@ class Engine:
 
         seen = self._seen
 
-        def success(conn: Any) -> None:
+        def success(conn: apsw.Connection) -> None:
             if pulled:
                 st.clear_resync(conn, pk)
             if seen is not None:
@@ -694,7 +695,7 @@ class Engine:
         team = self.connection.local_team
         now = _now()
 
-        def adopt(conn: Any) -> set[str]:
+        def adopt(conn: apsw.Connection) -> set[str]:
             key = teams.team_pk(conn, team)
             teams.adopt_roster(conn, key, roster, now)
             return {
@@ -833,7 +834,7 @@ class Engine:
         caps = self.client.capabilities()
         pk = self.connection.binding_pk
 
-        def append(conn: Any) -> SecurityEntry:
+        def append(conn: apsw.Connection) -> SecurityEntry:
             history = st.load_security_history(conn, pk).appended(mode, caps.next_sequence_boundary)
             st.append_security_entry(conn, pk, history.current, _now())
             return history.current
@@ -974,7 +975,7 @@ class Engine:
             if e.identity_path == path and key_id in (None, e.key_id)
         )
 
-        def install(conn: Any) -> None:
+        def install(conn: apsw.Connection) -> None:
             for epoch in updated.epochs:
                 if epoch.key_id in changed:
                     assert epoch.identity_path is not None

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncengine.ids import new_uuid7s
 from syncengine.ops.adopt import adopt_held_imports, adopt_own_messages, adopting
@@ -73,6 +73,9 @@ from syncengine.store.bulk import insert_rows
 from syncengine.store.errors import InvalidInput
 from syncengine.store.event_log import import_projected_sent
 from wire.message import Message
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = ["ApplyPlan", "ApplyResult", "StoredPull", "StoredPush", "apply_pull", "plan_apply"]
 
@@ -292,7 +295,7 @@ def _chunked(values: list[Any]) -> list[list[Any]]:
 
 
 def _load_facts(
-    conn: Any, binding_pk: int, messages: Sequence[SyncPullMessage]
+    conn: apsw.Connection, binding_pk: int, messages: Sequence[SyncPullMessage]
 ) -> tuple[dict[str, StoredPull], dict[str, StoredPush], dict[int, str]]:
     pulled: dict[str, StoredPull] = {}
     pushed: dict[str, StoredPush] = {}
@@ -317,7 +320,9 @@ def _load_facts(
     return pulled, pushed, load_seq_owners(conn, binding_pk, (m.server_seq for m in messages))
 
 
-def find_replays(conn: Any, binding_pk: int, messages: Sequence[SyncPullMessage]) -> dict[str, str]:
+def find_replays(
+    conn: apsw.Connection, binding_pk: int, messages: Sequence[SyncPullMessage]
+) -> dict[str, str]:
     """Page wire IDs whose sealed envelope another wire ID already holds — in
     this binding's quarantine or reservations, or earlier in the page itself
     (migration 9's head index finds candidates; they are compared whole)."""
@@ -375,7 +380,9 @@ def _quarantine_row(
     )
 
 
-def _import(conn: Any, team: str, messages: list[SyncPullMessage], now: str) -> list[int]:
+def _import(
+    conn: apsw.Connection, team: str, messages: list[SyncPullMessage], now: str
+) -> list[int]:
     """Create one local message per importable envelope; returns their seqs.
 
     Sender and recipient names are interned as names, never enrolled on the
@@ -402,7 +409,7 @@ def _import(conn: Any, team: str, messages: list[SyncPullMessage], now: str) -> 
 
 
 def _commit_plan(
-    conn: Any,
+    conn: apsw.Connection,
     key: BindingKey,
     binding: SyncBinding,
     messages: Sequence[SyncPullMessage],
@@ -484,7 +491,7 @@ def _commit_plan(
 
 
 def apply_pull(
-    conn: Any,
+    conn: apsw.Connection,
     path: Path,
     key: BindingKey,
     messages: Sequence[SyncPullMessage],

@@ -21,7 +21,7 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncengine.ops.errors import BindingMismatch, StaleBinding, SyncUsageError
 from syncengine.ops.states import BindingEvent, BindingState, binding_next
@@ -32,6 +32,9 @@ from syncengine.store.teams import find_team, intern_team
 from wire.errors import WireError
 from wire.limits import PROTOCOL_VERSION
 from wire.scalars import check_uuid7
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = [
     "BindingKey",
@@ -103,13 +106,15 @@ class SyncBinding:
     corrupt_count: int
 
 
-def sync_transaction(conn: Any, path: Path, name: str) -> contextlib.AbstractContextManager[Any]:
+def sync_transaction(
+    conn: apsw.Connection, path: Path, name: str
+) -> contextlib.AbstractContextManager[Any]:
     """One state transition: ``BEGIN IMMEDIATE`` … ``COMMIT`` with the named
     crash points ``<name>.before_commit`` and ``<name>.after_commit``."""
     return write_transaction(conn, path, name)
 
 
-def store_generation(conn: Any) -> str:
+def store_generation(conn: apsw.Connection) -> str:
     row = conn.execute("SELECT value FROM store_meta WHERE key = 'driver_generation'").fetchone()
     if row is None:
         raise CorruptStore("the store has no driver generation")
@@ -131,7 +136,7 @@ def _row_to_binding(row: tuple[Any, ...], key: BindingKey) -> SyncBinding:
     )
 
 
-def load_binding(conn: Any, key: BindingKey) -> SyncBinding | None:
+def load_binding(conn: apsw.Connection, key: BindingKey) -> SyncBinding | None:
     """The stored binding for ``key`` or ``None`` — also for a local team
     this store has never seen, which a host's first sync call on a fresh
     machine names (driver-interface §2: the storage axis registers nothing).
@@ -159,7 +164,7 @@ def load_binding(conn: Any, key: BindingKey) -> SyncBinding | None:
     return _row_to_binding(row, key)
 
 
-def open_binding(conn: Any, key: BindingKey, now: str) -> SyncBinding:
+def open_binding(conn: apsw.Connection, key: BindingKey, now: str) -> SyncBinding:
     """The active binding for ``key``, created (revision 1) when absent.
 
     Runs inside the caller's write transaction. A local team this store has
@@ -193,7 +198,7 @@ def open_binding(conn: Any, key: BindingKey, now: str) -> SyncBinding:
 
 
 def advance_binding(
-    conn: Any,
+    conn: apsw.Connection,
     binding: SyncBinding,
     *,
     push_cursor: int | None = None,
@@ -235,7 +240,7 @@ def advance_binding(
     )
 
 
-def retire_binding(conn: Any, key: BindingKey, expected_revision: int) -> SyncBinding:
+def retire_binding(conn: apsw.Connection, key: BindingKey, expected_revision: int) -> SyncBinding:
     """Retire the binding if it is still at ``expected_revision``."""
     binding = load_binding(conn, key)
     if binding is None:

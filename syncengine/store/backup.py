@@ -23,10 +23,13 @@ import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncengine.store.connection import open_connection
 from syncengine.store.errors import InvalidInput
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = ["backup_store", "restore_store"]
 
@@ -39,7 +42,7 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def backup_store(conn: Any, output: Path) -> Path:
+def backup_store(conn: apsw.Connection, output: Path) -> Path:
     """Snapshot the open store ``conn`` into ``output`` (which must not exist)."""
     output = output.absolute()
     if output.exists() or output.is_symlink():

@@ -24,7 +24,10 @@ before it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = ["ROWS_PER_STATEMENT", "dense", "insert_rows", "insert_rows_returning"]
 
@@ -69,7 +72,7 @@ def _flat(rows: Sequence[Sequence[Any]], start: int, count: int) -> list[Any]:
     return [v for row in rows[start : start + count] for v in row]
 
 
-def insert_rows(conn: Any, head: str, rows: Sequence[Sequence[Any]]) -> None:
+def insert_rows(conn: apsw.Connection, head: str, rows: Sequence[Sequence[Any]]) -> None:
     """Insert ``rows`` in order with ``head`` (``INSERT INTO t (a, b, …) VALUES``)."""
     if not rows:
         return
@@ -79,7 +82,7 @@ def insert_rows(conn: Any, head: str, rows: Sequence[Sequence[Any]]) -> None:
 
 
 def insert_rows_returning(
-    conn: Any, head: str, rows: Sequence[Sequence[Any]], returning: str
+    conn: apsw.Connection, head: str, rows: Sequence[Sequence[Any]], returning: str
 ) -> list[tuple[Any, ...]]:
     """Insert like :func:`insert_rows` and return ``RETURNING returning`` of
     every row, as one tuple per row in the order of the rows inserted.

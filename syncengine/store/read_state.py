@@ -25,7 +25,7 @@ These functions run inside a transaction the caller opened.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from syncengine.ids import new_uuid7s
 from syncengine.store import read_overlay
@@ -39,6 +39,9 @@ from syncengine.store.names import (
 )
 from syncengine.store.teams import find_pair, intern_pair
 
+if TYPE_CHECKING:
+    import apsw
+
 __all__ = [
     "advance_frontier",
     "frontier",
@@ -50,7 +53,7 @@ __all__ = [
 
 
 def record_exact_reads(
-    conn: Any, tkey: int, reader: int, message_ids: list[str], now: str
+    conn: apsw.Connection, tkey: int, reader: int, message_ids: list[str], now: str
 ) -> list[int]:
     """Record one ``message_read`` per ID the reader has not marked yet;
     returns the seqs of the held messages newly marked.
@@ -100,7 +103,9 @@ def record_exact_reads(
     return fresh
 
 
-def mark_read(conn: Any, team: str, agent: str, message_ids: list[str], now: str) -> None:
+def mark_read(
+    conn: apsw.Connection, team: str, agent: str, message_ids: list[str], now: str
+) -> None:
     """``mark_read_batch``: an empty ID list is a successful no-op, as in the
     bundled driver; otherwise the marks are recorded, then the frontier is
     compacted over the reader's own messages."""
@@ -113,7 +118,7 @@ def mark_read(conn: Any, team: str, agent: str, message_ids: list[str], now: str
     advance_frontier(conn, reader, None)
 
 
-def read_cursor_get(conn: Any, team: str, agent: str) -> str:
+def read_cursor_get(conn: apsw.Connection, team: str, agent: str) -> str:
     """The pair's frontier; ``0`` for a pair never seen."""
     check_local_team(team, "team")
     check_local_agent(agent, "agent")
@@ -122,7 +127,7 @@ def read_cursor_get(conn: Any, team: str, agent: str) -> str:
 
 
 def read_cursor_consume(
-    conn: Any, team: str, agent: str, cursor: str, message_ids: list[str], now: str
+    conn: apsw.Connection, team: str, agent: str, cursor: str, message_ids: list[str], now: str
 ) -> str:
     """Record the displayed IDs, then advance through the covered prefix
     ending no later than ``cursor``; returns the resulting frontier.
