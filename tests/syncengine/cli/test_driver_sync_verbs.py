@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from syncengine.cli.driver.command import run_op
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
-from syncengine.store import Store
 from tests.syncengine.ops.helpers import foreign_envelope, new_key, pull_record, table
 
 PREPARE = (
@@ -189,7 +189,7 @@ def test_a_busy_store_exits_11_so_the_engine_retries(path: Path) -> None:
     holder = apsw.Connection(str(path))
     holder.execute("BEGIN IMMEDIATE")
     try:
-        with mock.patch("syncengine.store.Store", impatient):
+        with mock.patch("syncengine.local_store.Store", impatient):
             code, lines, err = run(path, "prepare", *_argv(new_key()), "10", stdin=PREPARE)
     finally:
         holder.execute("ROLLBACK")
