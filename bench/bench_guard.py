@@ -37,7 +37,7 @@ from _common import (  # noqa: E402
 )
 
 from syncengine.http.guard import AttemptGuard, guard_client  # noqa: E402
-from tests.relay.live import LiveRelay, provision, running_relay  # noqa: E402
+from tests.support.live_relay import LiveRelay, provision, running_relay  # noqa: E402
 
 MESSAGES = 5000
 

@@ -387,7 +387,7 @@ def _build_clients(config: Config, database: str, urls: Sequence[str]) -> None:
 @contextmanager
 def _relays(databases: Sequence[Any]) -> Iterator[list[str]]:
     """A relay process per entry of ``databases``, started at once (start-up is mostly imports)."""
-    from tests.relay.live import running_relay
+    from tests.support.live_relay import running_relay
 
     managers = [running_relay(database, "--no-access-log") for database in databases]
     with ExitStack() as stack, ThreadPoolExecutor(len(managers)) as pool:

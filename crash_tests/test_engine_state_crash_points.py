@@ -41,7 +41,7 @@ import pytest
 from syncengine.crash import CRASH_EXIT_CODE, ENGINE_CRASH_POINTS
 from syncengine.engine.connect import default_credential_path
 from tests.e2e.conftest import LeanTeam, Machine, exactly_once, run_cli
-from tests.relay.live import LiveRelay, cli, running_relay
+from tests.support.live_relay import LiveRelay, cli, relay_fixture
 
 CONNECT = ("engine.connect.credential_written", "engine.connect.before_commit")
 RECONNECT = (
@@ -67,9 +67,7 @@ EXPECTED = sorted([("alice", "bob", "a1"), ("bob", "alice", "b1")])
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
-    db = tmp_path_factory.mktemp("engine-crash-relay") / "relay.db"
-    with running_relay(db, "--no-access-log") as relay:
-        yield relay
+    yield from relay_fixture(tmp_path_factory, name="engine-crash-relay")
 
 
 def test_every_engine_point_is_exercised_here() -> None:

@@ -30,16 +30,14 @@ import pytest
 from syncengine.crash import CHECKPOINT_CRASH_POINTS, CRASH_EXIT_CODE
 from tests.e2e.conftest import LeanTeam, Machine, age_epoch, run_cli
 from tests.e2e.test_key_epochs import manifest
-from tests.relay.live import LiveRelay, running_relay
+from tests.support.live_relay import LiveRelay, relay_fixture
 
 WHEN = ("before", "after")
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
-    db = tmp_path_factory.mktemp("checkpoint-crash-relay") / "relay.db"
-    with running_relay(db, "--no-access-log") as relay:
-        yield relay
+    yield from relay_fixture(tmp_path_factory, name="checkpoint-crash-relay")
 
 
 def state(machine: Machine) -> tuple[tuple[int, str | None] | None, int]:

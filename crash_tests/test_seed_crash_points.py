@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from syncengine.crash import CRASH_EXIT_CODE, SEED_CRASH_POINTS
-from syncengine.store import Store
+from syncengine.local_store import Store
 from tests.e2e.conftest import Machine, exactly_once, relay_counts, run_cli
 from tests.e2e.test_seed_from_backup import _joined_by_rotation, _ok, _status_of, _unread
-from tests.relay.live import LiveRelay, running_relay
+from tests.support.live_relay import LiveRelay, relay_fixture
 
 EVERYTHING = sorted(
     [
@@ -38,9 +38,7 @@ EVERYTHING = sorted(
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
-    db = tmp_path_factory.mktemp("seed-crash-relay") / "relay.db"
-    with running_relay(db, "--no-access-log") as relay:
-        yield relay
+    yield from relay_fixture(tmp_path_factory, name="seed-crash-relay")
 
 
 def _reads(machine: Machine) -> int:

@@ -37,9 +37,10 @@ import pytest
 
 from syncengine.crash import CRASH_EXIT_CODE, CRASH_POINTS
 from syncengine.engine.workers import MIN_PARALLEL_BATCH, WORKERS_ENV
-from syncengine.store import OutgoingMessage, Store
+from syncengine.local_store import Store
+from syncengine.store import OutgoingMessage
 from tests.e2e.conftest import LeanTeam, Machine, exactly_once, relay_counts
-from tests.relay.live import LiveRelay, running_relay
+from tests.support.live_relay import LiveRelay, relay_fixture
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/environ").exists(), reason="finds processes through /proc"
@@ -63,9 +64,7 @@ def test_constants_still_describe_a_parallel_batch() -> None:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
-    db = tmp_path_factory.mktemp("worker-crash-relay") / "relay.db"
-    with running_relay(db, "--no-access-log") as relay:
-        yield relay
+    yield from relay_fixture(tmp_path_factory, name="worker-crash-relay")
 
 
 # -- processes ---------------------------------------------------------------------

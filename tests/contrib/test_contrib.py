@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.relay.live import issue_token, provision, running_relay
+from tests.support.live_relay import issue_token, provision, running_relay
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRIB = REPO / "contrib"

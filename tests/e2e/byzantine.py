@@ -32,10 +32,10 @@ from typing import Any
 from syncengine.engine import Engine
 from syncengine.engine.errors import classify
 from syncengine.http import ClientConfig, RetryPolicy
-from syncengine.store import Store
+from syncengine.local_store import Store
 from tests.e2e.conftest import LeanTeam, Machine, age_epoch, relay_port
 from tests.e2e.proxy import Fault, FaultProxy, fault_proxy
-from tests.relay.live import LiveRelay
+from tests.support.live_relay import LiveRelay
 from wire.age_keys import parse_identity_file
 from wire.http_v1.messages import PulledMessage
 from wire.outcome import Importable

@@ -28,8 +28,8 @@ from relay.secrets import hash_secret, new_pairing_token, new_uuid7, timestamp, 
 from relay.storage.sqlite import SqliteRelayStore
 from syncengine.engine.connect import connect_store
 from syncengine.http.credentials import Secret
-from syncengine.store import Store
-from tests.relay.live import LiveRelay, running_relay
+from syncengine.local_store import Store
+from tests.support.live_relay import LiveRelay, relay_fixture
 from tests.syncengine.engine.test_e2e_live import Machine, age_epoch
 
 MEMBERS = ("alice", "bob", "carol")
@@ -39,9 +39,7 @@ __all__ = ["MEMBERS", "LeanTeam", "Machine", "age_epoch", "relay_counts", "run_c
 
 @pytest.fixture(scope="package")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
-    db = tmp_path_factory.mktemp("e2e-relay") / "relay.db"
-    with running_relay(db, "--no-access-log") as relay:
-        yield relay
+    yield from relay_fixture(tmp_path_factory, name="e2e-relay")
 
 
 def relay_port(live: LiveRelay) -> int:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from syncengine.crash import CRASH_EXIT_CODE, RESTORE_CRASH_POINTS
+from syncengine.local_store import Store
 from syncengine.ops.history_counts import history_counts, recount_history
-from syncengine.store import Store
 from tests.e2e.conftest import LeanTeam, Machine, exactly_once, relay_counts, run_cli
-from tests.relay.live import LiveRelay
+from tests.support.live_relay import LiveRelay
 
 
 def _history(machine: Machine) -> list[tuple[str, str, str]]:

@@ -25,7 +25,7 @@ from syncengine.engine import Engine, RunLoop, RunSettings, StopSignal
 from syncengine.engine.live import Delivery, DeliveryState, LocalChanges, RelayWatch, Waker
 from tests.e2e.byzantine import PAGES, VICTIM_CONFIG, Scene, byzantine_scene
 from tests.e2e.proxy import Fault
-from tests.relay.live import LiveRelay
+from tests.support.live_relay import LiveRelay
 
 LIVE = "GET /x-syncengine/live/v1/wait"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from tests.e2e.byzantine import PAGES, Scene, byzantine_scene
 from tests.e2e.proxy import Fault, Response
-from tests.relay.live import LiveRelay
+from tests.support.live_relay import LiveRelay
 
 
 def rewrite_page(change: Any) -> Fault:

@@ -42,8 +42,8 @@ from syncengine.http.errors import (
     RelayRollback,
 )
 from syncengine.ids import new_uuid4, new_uuid7
+from syncengine.local_store import Store
 from syncengine.ops.errors import SyncCorruptState
-from syncengine.store import Store
 from tests.e2e.byzantine import (
     CAPABILITIES,
     MEMBERS,
@@ -55,7 +55,7 @@ from tests.e2e.byzantine import (
 )
 from tests.e2e.conftest import relay_counts
 from tests.e2e.proxy import Fault, Response
-from tests.relay.live import LiveRelay
+from tests.support.live_relay import LiveRelay
 
 READ_STATE = "POST /v1/read-state/sync"
 

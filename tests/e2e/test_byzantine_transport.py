@@ -50,7 +50,7 @@ from syncengine.http.retry import MAX_RETRY_AFTER
 from tests.e2e.byzantine import PAGES, POST, VICTIM_CONFIG, Attack, Scene, byzantine_scene
 from tests.e2e.conftest import Machine
 from tests.e2e.proxy import Fault, Response, error_body
-from tests.relay.live import LiveRelay
+from tests.support.live_relay import LiveRelay
 
 _MiB = 1024 * 1024
 _KiB = 1024

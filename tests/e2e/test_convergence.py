@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.store import OutgoingMessage, Store
+from syncengine.local_store import Store
+from syncengine.store import OutgoingMessage
 from tests.e2e.conftest import MEMBERS, LeanTeam, exactly_once, relay_counts, run_cli
-from tests.relay.live import LiveRelay
+from tests.support.live_relay import LiveRelay
 
 
 @pytest.mark.parametrize("profile", ["none", "age-v1"])

@@ -9,7 +9,7 @@ from typing import Any
 
 from syncengine.engine import Engine
 from tests.e2e.conftest import LeanTeam, Machine, run_cli
-from tests.relay.live import LiveRelay
+from tests.support.live_relay import LiveRelay
 
 
 def _doctor(machine: Machine) -> tuple[int, dict[str, dict[str, Any]]]:

@@ -23,7 +23,7 @@ from syncengine.crash import (
     STAGE2_CRASH_POINTS,
 )
 from tests.e2e.conftest import LeanTeam, exactly_once, relay_counts, run_cli
-from tests.relay.live import LiveRelay
+from tests.support.live_relay import LiveRelay
 
 #: The engine command that passes each crash point (None: no cycle reaches it,
 #: so it must never fire during one — no engine command retires a binding, and

@@ -16,10 +16,10 @@ import pytest
 from relay.storage.sqlite import SqliteRelayStore
 from syncengine.engine.connect import FreshHistoryRefused, connect_store
 from syncengine.engine.epoch_checkpoint import CheckpointRefused
-from syncengine.store import Store
+from syncengine.local_store import Store
 from tests.e2e.conftest import LeanTeam, Machine, age_epoch, run_cli
 from tests.e2e.test_key_epochs import cli_json, export, import_into, manifest
-from tests.relay.live import LiveRelay
+from tests.support.live_relay import LiveRelay
 
 
 def age_team(

@@ -20,7 +20,7 @@ import pytest
 
 from tests.e2e.conftest import LeanTeam, Machine, exactly_once, run_cli
 from tests.e2e.live_support import BOUND, delivery, running
-from tests.relay.live import LiveRelay, running_relay
+from tests.support.live_relay import LiveRelay, running_relay
 
 
 def wait_for(
@@ -111,7 +111,7 @@ def test_a_read_on_one_machine_shows_on_the_other_long_before_the_interval(
     with running(a, "--interval", "60") as ra, running(b, "--interval", "60") as rb:
         delivery(ra, "live")
         delivery(rb, "live")
-        from syncengine.store import Store
+        from syncengine.local_store import Store
 
         with Store(b.store) as store:
             (message,) = store.list_unread("crew", "bob")

@@ -22,11 +22,11 @@ import pytest
 from relay.storage.pg_live import APPLICATION_NAME
 from syncengine.engine.connect import connect_store
 from syncengine.http.credentials import Secret
-from syncengine.store import Store
+from syncengine.local_store import Store
 from tests.e2e.live_support import BOUND, delivery, running
 from tests.e2e.proxy import Fault, fault_proxy
 from tests.relay.backends import require_postgres
-from tests.relay.live import LiveRelay, issue_token, provision, running_relay
+from tests.support.live_relay import LiveRelay, issue_token, provision, running_relay
 from tests.syncengine.engine.test_e2e_live import Machine
 
 LIVE = "GET /x-syncengine/live/v1/wait"

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from tests.e2e.conftest import LeanTeam, run_cli
-from tests.relay.live import LiveRelay
+from tests.support.live_relay import LiveRelay
 from tests.syncengine.engine.test_e2e_live import age_epoch
 from wire.age_keys import X25519Identity
 

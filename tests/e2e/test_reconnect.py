@@ -18,9 +18,9 @@ from relay.secrets import timestamp, utc_now
 from relay.storage.sqlite import SqliteRelayStore
 from syncengine.crash import CRASH_EXIT_CODE
 from syncengine.engine import Engine
-from syncengine.store import Store
+from syncengine.local_store import Store
 from tests.e2e.conftest import LeanTeam, Machine, exactly_once, relay_counts, run_cli
-from tests.relay.live import LiveRelay
+from tests.support.live_relay import LiveRelay
 
 
 def _token_file(team: LeanTeam, machine: Machine) -> Path:
@@ -245,7 +245,7 @@ def _rebind_to_a_rebuilt_relay(
     """a and b exchange a message each, the relay is rebuilt from nothing (a
     new ``server_instance_id``), both are bound to it anew; ``check`` runs
     while the rebuilt relay is up."""
-    from tests.relay.live import running_relay
+    from tests.support.live_relay import running_relay
 
     team = LeanTeam(live, tmp_path)
     a, b = team.machine("a"), team.machine("b")

@@ -24,7 +24,7 @@ import pytest
 
 from tests.e2e.conftest import LeanTeam, exactly_once, relay_counts, relay_port, run_cli
 from tests.e2e.proxy import Fault, Response, error_body, fault_proxy
-from tests.relay.live import LiveRelay
+from tests.support.live_relay import LiveRelay
 
 POST = "POST /v1/messages"
 CAPABILITIES = "GET /v1/capabilities"

@@ -17,11 +17,11 @@ import pytest
 
 from syncengine.engine.connect import connect_store
 from syncengine.http.credentials import Secret
-from syncengine.store import Store
+from syncengine.local_store import Store
 from tests.e2e.live_support import BOUND, delivery, running
 from tests.relay.backends import require_postgres
-from tests.relay.live import issue_token, provision
 from tests.relay.test_workers import Group, running_group
+from tests.support.live_relay import issue_token, provision
 from tests.syncengine.engine.test_e2e_live import Machine
 
 TEAM = "crew"

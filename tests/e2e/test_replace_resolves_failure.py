@@ -21,7 +21,7 @@ from relay.secrets import timestamp, utc_now
 from relay.storage.sqlite import SqliteRelayStore
 from syncengine.engine import Engine
 from tests.e2e.conftest import LeanTeam, Machine, run_cli
-from tests.relay.live import LiveRelay
+from tests.support.live_relay import LiveRelay
 
 
 def _replace(team: LeanTeam, machine: Machine) -> None:

@@ -15,9 +15,9 @@ import json
 from pathlib import Path
 
 from syncengine.engine.connect import connect_store
-from syncengine.store import Store
+from syncengine.local_store import Store
 from tests.e2e.conftest import LeanTeam, Machine, exactly_once, relay_counts, run_cli
-from tests.relay.live import LiveRelay
+from tests.support.live_relay import LiveRelay
 from wire.age_keys import X25519Identity
 
 

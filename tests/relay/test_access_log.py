@@ -20,7 +20,13 @@ import pytest
 from relay.logformat import AccessRecord, JsonLineFormatter, TextLineFormatter
 from tests.relay.backends import Backend
 from tests.relay.helpers import uuid4
-from tests.relay.live import Database, LiveRelay, issue_token, provision, running_relay
+from tests.support.live_relay import (
+    LiveRelay,
+    database_for,
+    issue_token,
+    provision,
+    running_relay,
+)
 from wire.envelope import encode_blob
 
 BODY_TEXT = "the quarterly numbers are in the blue folder"
@@ -34,10 +40,6 @@ class FlowSecrets:
 
     values: list[str]
     blob: str
-
-
-def _database(backend: Backend, tmp_path: Path) -> Database:
-    return backend.location if backend.is_postgres else tmp_path / "relay.db"
 
 
 def _full_flow(live: LiveRelay, tmp_path: Path) -> FlowSecrets:
@@ -83,7 +85,7 @@ def _full_flow(live: LiveRelay, tmp_path: Path) -> FlowSecrets:
 
 
 def _served_log(backend: Backend, tmp_path: Path, *flags: str) -> tuple[str, FlowSecrets]:
-    with running_relay(_database(backend, tmp_path), *flags) as live:
+    with running_relay(database_for(backend, tmp_path), *flags) as live:
         secrets = _full_flow(live, tmp_path)
     assert live.process.stderr is not None
     return live.process.stderr.read(), secrets

@@ -29,7 +29,7 @@ import pytest
 
 from relay.config import MAX_CONNECTIONS_PER_PEER_ENV, REQUEST_READ_TIMEOUT_ENV
 from relay.http.connections import ConnectionGuard
-from tests.relay.live import LiveRelay, provision, running_relay
+from tests.support.live_relay import LiveRelay, provision, running_relay
 from wire.http_v1.live import LIVE_WAIT
 
 #: Ceiling on any wait for the relay to act (generous: a loaded machine).

@@ -14,7 +14,7 @@ import pytest
 
 from tests.relay.backends import Backend
 from tests.relay.helpers import batch
-from tests.relay.live import Database, LiveRelay, cli, provision, running_relay
+from tests.support.live_relay import Database, LiveRelay, cli, provision, running_relay
 
 
 @pytest.fixture

@@ -32,8 +32,8 @@ from relay.storage.pg_schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from tests.relay.backends import Backend
 from tests.relay.conftest import Device, Relay
 from tests.relay.helpers import FakeClock, batch, provision
-from tests.relay.live import Database, LiveRelay, running_relay
-from tests.relay.live import provision as live_provision
+from tests.support.live_relay import Database, LiveRelay, running_relay
+from tests.support.live_relay import provision as live_provision
 from wire.http_v1.live import LIVE_HEADER, LIVE_HEADER_VALUE, LIVE_WAIT, LiveWaitAnswer
 
 #: The bound on anything the tests wait for; never reached when all is well.

@@ -22,7 +22,7 @@ from relay.server import is_loopback, metrics_enabled
 from relay.storage.base import RelayStore
 from tests.relay.backends import Backend
 from tests.relay.helpers import FakeClock, Team, batch, issue_token, provision, team_headers
-from tests.relay.live import Database, running_relay
+from tests.support.live_relay import database_for, running_relay
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -295,12 +295,8 @@ def test_explicit_metrics_flag_wins_over_the_bound_address() -> None:
     assert metrics_enabled(False, "127.0.0.1") is False
 
 
-def _live_db(backend: Backend, tmp_path: Path) -> Database:
-    return backend.location if backend.is_postgres else tmp_path / "relay.db"
-
-
 def test_live_relay_on_loopback_serves_metrics_by_default(backend: Backend, tmp_path: Path) -> None:
-    with running_relay(_live_db(backend, tmp_path)) as live, live.client() as client:
+    with running_relay(database_for(backend, tmp_path)) as live, live.client() as client:
         client.get("/v1/health")
         response = client.get("/metrics")
     assert response.status_code == 200
@@ -313,7 +309,7 @@ def test_live_relay_with_no_metrics_answers_404_in_the_error_envelope(
     backend: Backend, tmp_path: Path
 ) -> None:
     with (
-        running_relay(_live_db(backend, tmp_path), "--no-metrics") as live,
+        running_relay(database_for(backend, tmp_path), "--no-metrics") as live,
         live.client() as client,
     ):
         response = client.get("/metrics")

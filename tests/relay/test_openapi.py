@@ -12,8 +12,8 @@ from relay.openapi import OPENAPI_PATH, document
 from tests.relay.backends import Backend
 from tests.relay.conftest import Device, Relay
 from tests.relay.helpers import batch, envelope, issue_token, message
-from tests.relay.live import Database, provision, running_relay
 from tests.relay.schema_check import check
+from tests.support.live_relay import Database, provision, running_relay
 from wire.http_v1.live import LIVE_WAIT
 
 DOC = document()

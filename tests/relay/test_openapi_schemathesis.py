@@ -1,6 +1,6 @@
 """Schemathesis against a live relay on loopback: the served OpenAPI document stays true.
 
-A real relay process (``tests/relay/live.py``) serves ``/v1/openapi.json``; schemathesis
+A real relay process (``tests/support/live_relay.py``) serves ``/v1/openapi.json``; schemathesis
 loads the schema from that URL and every documented operation gets a few
 property-based cases, valid and invalid, sent with a paired device's headers. Each
 response must not be a 5xx, must use a documented status code and content type, and
@@ -33,7 +33,7 @@ from schemathesis.checks import (
 
 from relay.openapi import OPENAPI_PATH, document
 from tests.relay.helpers import batch
-from tests.relay.live import provision, running_relay
+from tests.support.live_relay import provision, running_relay
 
 MAX_EXAMPLES = 20
 BUDGET_SECONDS = 40.0

@@ -270,7 +270,7 @@ def test_a_malformed_placement_file_is_one_line_naming_the_problem(
 def test_the_relay_cli_inits_and_serves_a_placement_through_one_port(
     two: TwoDatabases, tmp_path: Path
 ) -> None:
-    from tests.relay import live
+    from tests.support import live_relay as live
 
     placed_id = new_uuid7()
     two.place({placed_id: "b"})

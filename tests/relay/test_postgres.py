@@ -32,9 +32,9 @@ from syncengine.cli import main
 from tests.relay.backends import Backend, require_postgres
 from tests.relay.conftest import make_relay
 from tests.relay.helpers import batch, issue_token, provision, team_headers
-from tests.relay.live import LiveRelay, running_relay
 from tests.relay.pg_server import PgServer, start_server
 from tests.relay.test_retention import FORBIDDEN_COLUMNS
+from tests.support.live_relay import LiveRelay, running_relay
 
 RELAYS = 3
 WRITERS = 8

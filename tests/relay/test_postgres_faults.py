@@ -39,8 +39,8 @@ import pytest
 from relay.secrets import utc_now
 from relay.storage import location
 from tests.relay.helpers import batch, issue_token, provision, team_headers
-from tests.relay.live import LiveRelay, running_relay
 from tests.relay.pg_server import PgServer, PostgresUnavailable, start_server
+from tests.support.live_relay import LiveRelay, running_relay
 from wire.http_v1.errors import ErrorResponse
 
 RELAYS = 2

@@ -19,13 +19,9 @@ import httpx
 
 from tests.relay.backends import Backend
 from tests.relay.helpers import batch
-from tests.relay.live import Database, LiveRelay, provision, running_relay
+from tests.support.live_relay import LiveRelay, database_for, provision, running_relay
 
 _DEADLINE_S = 10.0
-
-
-def _database(backend: Backend, tmp_path: Path) -> Database:
-    return backend.location if backend.is_postgres else tmp_path / "relay.db"
 
 
 def _port(live: LiveRelay) -> int:
@@ -84,7 +80,7 @@ def _wait_until_refused(port: int) -> bool:
 def test_sigterm_finishes_the_request_in_flight_refuses_new_ones_and_exits_0(
     backend: Backend, tmp_path: Path
 ) -> None:
-    with running_relay(_database(backend, tmp_path), "--no-access-log") as live:
+    with running_relay(database_for(backend, tmp_path), "--no-access-log") as live:
         team = provision(live.db, tmp_path)
         headers = live.pair(team["team_id"])
         body = json.dumps({"messages": batch(50)}).encode()
@@ -107,7 +103,7 @@ def test_sigterm_finishes_the_request_in_flight_refuses_new_ones_and_exits_0(
 def test_sigterm_on_an_idle_relay_exits_0_at_once(backend: Backend, tmp_path: Path) -> None:
     """At once means without waiting the shutdown timeout: 60 s here, so a
     busy machine's slow exit (seconds) cannot be mistaken for it."""
-    db = _database(backend, tmp_path)
+    db = database_for(backend, tmp_path)
     with running_relay(db, "--no-access-log", "--shutdown-timeout", "60") as live:
         started = time.monotonic()
         live.process.send_signal(signal.SIGTERM)
@@ -119,7 +115,7 @@ def test_shutdown_timeout_bounds_a_request_that_never_finishes(
     sqlite_backend: Backend, tmp_path: Path
 ) -> None:
     """Backend-independent in effect; one backend suffices to time the bound."""
-    db = _database(sqlite_backend, tmp_path)
+    db = database_for(sqlite_backend, tmp_path)
     with running_relay(db, "--no-access-log", "--shutdown-timeout", "1") as live:
         team = provision(live.db, tmp_path)
         headers = live.pair(team["team_id"])
@@ -139,7 +135,7 @@ def test_shutdown_timeout_bounds_a_request_that_never_finishes(
 
 
 def test_shutdown_timeout_must_be_a_positive_whole_number(tmp_path: Path) -> None:
-    from tests.relay.live import cli
+    from tests.support.live_relay import cli
 
     db = tmp_path / "relay.db"
     assert cli(db, "init").returncode == 0

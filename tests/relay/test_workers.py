@@ -33,8 +33,8 @@ import pytest
 from relay.workers import RestartBudget
 from tests.relay.backends import Backend
 from tests.relay.helpers import batch
-from tests.relay.live import Database, issue_token
-from tests.relay.live import provision as live_provision
+from tests.support.live_relay import Database, issue_token
+from tests.support.live_relay import provision as live_provision
 from wire.http_v1.live import LIVE_WAIT
 
 BOUND_S = 60.0

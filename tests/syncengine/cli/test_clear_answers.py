@@ -18,14 +18,12 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import LeanTeam, Machine, run_cli
-from tests.relay.live import LiveRelay, running_relay
+from tests.support.live_relay import LiveRelay, relay_fixture
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
-    db = tmp_path_factory.mktemp("clear-answers-relay") / "relay.db"
-    with running_relay(db, "--no-access-log") as relay:
-        yield relay
+    yield from relay_fixture(tmp_path_factory, name="clear-answers-relay")
 
 
 def _into_a_closed_pipe(machine: Machine, *args: str) -> tuple[int, str]:

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.store import Store
-from tests.relay.live import LiveRelay, running_relay
+from syncengine.local_store import Store
+from tests.support.live_relay import LiveRelay, relay_fixture
 from tests.syncengine.engine.test_e2e_live import Machine, Team
 
 #: The HTTP client stack and its retry library.
@@ -130,9 +130,7 @@ def loaded_from(modules: set[str], forbidden: tuple[str, ...]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
-    db = tmp_path_factory.mktemp("startup-relay") / "relay.db"
-    with running_relay(db, "--no-access-log") as relay:
-        yield relay
+    yield from relay_fixture(tmp_path_factory, name="startup-relay")
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from syncengine.ids import new_uuid7
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import SyncPullCursor
-from syncengine.store import Store
-from tests.relay.live import LiveRelay, provision, running_relay
+from tests.support.live_relay import LiveRelay, provision, relay_fixture
 from tests.syncengine.driver.contract import DRIVER_FILE
 from tests.syncengine.driver.host_engine import (
     HostFatal,
@@ -38,9 +38,7 @@ MEMBERS = ("alice", "bob")
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
-    db = tmp_path_factory.mktemp("host-relay") / "relay.db"
-    with running_relay(db, "--no-access-log") as relay:
-        yield relay
+    yield from relay_fixture(tmp_path_factory, name="host-relay")
 
 
 class HostTeam:

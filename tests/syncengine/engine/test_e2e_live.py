@@ -19,16 +19,20 @@ from typing import Any
 import pytest
 
 from syncengine.engine import Engine
-from syncengine.store import Store
-from tests.relay.live import LiveRelay, cli, issue_token, provision, running_relay
+from syncengine.local_store import Store
+from tests.support.live_relay import (
+    LiveRelay,
+    cli,
+    issue_token,
+    provision,
+    relay_fixture,
+)
 from wire.age_keys import X25519Identity
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
-    db = tmp_path_factory.mktemp("relay") / "relay.db"
-    with running_relay(db, "--no-access-log") as relay:
-        yield relay
+    yield from relay_fixture(tmp_path_factory)
 
 
 def syncengine(
