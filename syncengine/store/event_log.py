@@ -27,11 +27,12 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from syncengine.store.bulk import insert_rows_returning
+from syncengine.store.connection import Row, one_row
 from syncengine.store.errors import Conflict, InvalidInput
 from syncengine.store.messages import check_body, log_tip
 from syncengine.store.names import check_message_id
@@ -41,6 +42,9 @@ from syncengine.store.reserved_names import FORMER_HOLDER
 from syncengine.store.teams import NameCache, intern_pair
 from wire.errors import WireError
 from wire.scalars import check_timestamp
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = [
     "SentFields",
@@ -101,10 +105,10 @@ def canonical_at(value: str) -> str:
         return value  # not ours to fix here: sealing refuses and blocks it
 
 
-def export_events(conn: Any | None, destination: Path) -> int:
+def export_events(conn: apsw.Connection | None, destination: Path) -> int:
     """Write the whole log to ``destination`` atomically; returns the count.
     With no store (``conn`` is ``None``) the log is empty."""
-    rows = (
+    rows: Iterable[Row] = (
         []
         if conn is None
         else conn.execute(
@@ -208,7 +212,7 @@ def parse_jsonl(data: bytes, source: str) -> list[tuple[int, dict[str, Any]]]:
     return records
 
 
-def import_events(conn: Any, data: bytes, source: str, now: str) -> tuple[int, int]:
+def import_events(conn: apsw.Connection, data: bytes, source: str, now: str) -> tuple[int, int]:
     """Apply an exported log; returns (events added, events already present).
 
     Team and agent names are interned on first use (the storage axis is
@@ -244,7 +248,9 @@ def import_events(conn: Any, data: bytes, source: str, now: str) -> tuple[int, i
     return added, skipped
 
 
-def link_dangling_reads(conn: Any, imported: Sequence[tuple[int, str, int]]) -> set[int]:
+def link_dangling_reads(
+    conn: apsw.Connection, imported: Sequence[tuple[int, str, int]]
+) -> set[int]:
     """Attach reads recorded before their message existed here to the
     messages just imported, given as ``(team_pk, id, seq)``; returns the
     readers whose frontier may move. One probe when no read is dangling."""
@@ -265,7 +271,13 @@ def link_dangling_reads(conn: Any, imported: Sequence[tuple[int, str, int]]) -> 
 
 
 def _resolve_names(
-    conn: Any, team: str, agent: str, where: str, agent_key: str, cache: NameCache, now: str
+    conn: apsw.Connection,
+    team: str,
+    agent: str,
+    where: str,
+    agent_key: str,
+    cache: NameCache,
+    now: str,
 ) -> tuple[int, int]:
     return intern_pair(
         conn,
@@ -310,7 +322,7 @@ def _sent_fields(record: dict[str, Any], where: str) -> SentFields:
 
 
 def _checked_row(
-    conn: Any, fields: SentFields, where: str, cache: NameCache, now: str
+    conn: apsw.Connection, fields: SentFields, where: str, cache: NameCache, now: str
 ) -> tuple[str, int, int, int, str, str, str]:
     """Every check of a ``message_sent`` event → its ``messages`` row."""
     message_id = check_message_id(fields.id, f"{where}.id")
@@ -326,7 +338,7 @@ def _checked_row(
 
 
 def _import_sent(
-    conn: Any, record: dict[str, Any], where: str, cache: NameCache, now: str
+    conn: apsw.Connection, record: dict[str, Any], where: str, cache: NameCache, now: str
 ) -> tuple[int, str, int] | None:
     """Store one ``message_sent`` unless already present; returns
     ``(team_pk, id, seq)`` of a new message, ``None`` for a replay."""
@@ -340,12 +352,12 @@ def _import_sent(
         if tuple(existing) != row[2:]:
             raise Conflict(f"{where}: message {row[0]!r} is already stored with other content")
         return None
-    (seq,) = conn.execute(_INSERT_SENT + " RETURNING seq", row).fetchone()
+    (seq,) = one_row(conn.execute(_INSERT_SENT + " RETURNING seq", row))
     return row[1], row[0], int(seq)
 
 
 def import_fresh_sent(
-    conn: Any, records: Sequence[tuple[SentFields, str]], cache: NameCache, now: str
+    conn: apsw.Connection, records: Sequence[tuple[SentFields, str]], cache: NameCache, now: str
 ) -> list[int]:
     """Import ``(fields, where)`` pairs whose IDs were minted in this
     transaction; returns each new message's ``seq``, in order.
@@ -366,7 +378,7 @@ ProjectedSent = tuple[str, str, str, str, str, str]
 
 
 def import_projected_sent(
-    conn: Any, team: str, messages: Sequence[ProjectedSent], now: str
+    conn: apsw.Connection, team: str, messages: Sequence[ProjectedSent], now: str
 ) -> list[int]:
     """Import pulled messages whose fields already passed the v1 plaintext
     rules at the boundary (``wire.message.Message``); returns each new
@@ -398,7 +410,7 @@ def import_projected_sent(
 
 
 def _import_read(
-    conn: Any, record: dict[str, Any], where: str, cache: NameCache, now: str
+    conn: apsw.Connection, record: dict[str, Any], where: str, cache: NameCache, now: str
 ) -> tuple[int, bool]:
     """Store one ``message_read`` unless its event ID is already stored with
     the same content; returns (reader key, whether it was new)."""
@@ -436,7 +448,7 @@ def _import_read(
     return reader, True
 
 
-def compact(conn: Any) -> int:
+def compact(conn: apsw.Connection) -> int:
     """Coalesce duplicate read markers — the same reader and the same message
     (stored or only named) — keeping the earliest; returns how many went."""
     conn.execute(

@@ -14,19 +14,24 @@ These functions run inside a transaction the caller opened.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+from syncengine.store.connection import one_row
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = ["advance_frontier", "frontier"]
 
 
-def frontier(conn: Any, member: int) -> int:
+def frontier(conn: apsw.Connection, member: int) -> int:
     row = conn.execute(
         "SELECT local_position FROM read_frontiers WHERE member_pk = ?", (member,)
     ).fetchone()
     return 0 if row is None else int(row[0])
 
 
-def _first_hole(conn: Any, reader: int, after: int, bound: int | None) -> int | None:
+def _first_hole(conn: apsw.Connection, reader: int, after: int, bound: int | None) -> int | None:
     """The lowest seq above ``after`` (and at most ``bound``) addressed to
     ``reader`` with no exact read: the hole the frontier must stop before."""
     row = conn.execute(
@@ -42,7 +47,7 @@ def _first_hole(conn: Any, reader: int, after: int, bound: int | None) -> int | 
     return None if row is None else int(row[0])
 
 
-def advance_frontier(conn: Any, reader: int, bound: int | None) -> int:
+def advance_frontier(conn: apsw.Connection, reader: int, bound: int | None) -> int:
     """Max-merge the frontier through the contiguous covered prefix.
 
     With a ``bound`` (a delivery cursor the caller scanned up to) the prefix
@@ -56,10 +61,12 @@ def advance_frontier(conn: Any, reader: int, bound: int | None) -> int:
         target = bound if hole is None else hole - 1
     else:
         limit = 2**63 - 1 if hole is None else hole - 1
-        row = conn.execute(
-            "SELECT max(seq) FROM messages WHERE recipient_pk = ? AND seq > ? AND seq <= ?",
-            (reader, current, limit),
-        ).fetchone()
+        row = one_row(
+            conn.execute(
+                "SELECT max(seq) FROM messages WHERE recipient_pk = ? AND seq > ? AND seq <= ?",
+                (reader, current, limit),
+            )
+        )
         target = current if row[0] is None else int(row[0])
     if target > current:
         conn.execute(

@@ -13,14 +13,18 @@ These functions run inside a transaction the caller opened.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from syncengine.ids import new_uuid7s
+from syncengine.store.connection import Row
 from syncengine.store.errors import CorruptStore, InvalidInput
 from syncengine.store.names import check_cursor_token, check_local_agent, check_local_team
 from syncengine.store.records import ORIGIN_LOCAL, MessageSent
 from syncengine.store.teams import NameCache, find_pair, find_team, intern_pair
 from wire.limits import MAX_BODY_BYTES
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = [
     "OutgoingMessage",
@@ -87,13 +91,15 @@ def _row_to_message(row: tuple[Any, ...]) -> MessageSent:
     )
 
 
-def log_tip(conn: Any) -> int:
+def log_tip(conn: apsw.Connection) -> int:
     """The message high-water mark: the greatest ``seq`` ever allocated."""
     row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchone()
     return 0 if row is None else int(row[0])
 
 
-def insert_messages(conn: Any, outgoing: Iterable[OutgoingMessage], now: str) -> list[MessageSent]:
+def insert_messages(
+    conn: apsw.Connection, outgoing: Iterable[OutgoingMessage], now: str
+) -> list[MessageSent]:
     """Validate every message first, then append them all (one executemany).
 
     Validation completes before the first insert, so bad input anywhere in a
@@ -143,13 +149,13 @@ def check_limit(limit: int | None) -> int:
     return limit
 
 
-def known_team_names(conn: Any) -> list[str]:
+def known_team_names(conn: apsw.Connection) -> list[str]:
     """Every team name this store has seen: registered (``team create``, a
     relay roster) or interned by a message (the storage contract's first use)."""
     return [str(row[0]) for row in conn.execute("SELECT name FROM teams ORDER BY name")]
 
 
-def _fetch_messages(conn: Any, sql: str, params: Any) -> list[MessageSent]:
+def _fetch_messages(conn: apsw.Connection, sql: str, params: Any) -> list[MessageSent]:
     """The rows of a ``_SELECT`` query as messages. A body that is not UTF-8
     text (the column is TEXT, but a hand edit or a damaged file can put any
     bytes there) is reported as damage naming the message, never as a
@@ -158,7 +164,9 @@ def _fetch_messages(conn: Any, sql: str, params: Any) -> list[MessageSent]:
     try:
         rows = conn.execute(sql, params).fetchall()
     except UnicodeDecodeError:
-        raw = conn.execute(sql.replace("m.body", "CAST(m.body AS BLOB)", 1), params).fetchall()
+        raw: list[Row] = conn.execute(
+            sql.replace("m.body", "CAST(m.body AS BLOB)", 1), params
+        ).fetchall()
         for row in raw:
             try:
                 bytes(row[4]).decode("utf-8")
@@ -182,7 +190,9 @@ def check_pair_and_limit(team: str, agent: str | None, limit: int | None) -> Non
     check_limit(limit)
 
 
-def list_unread(conn: Any, team: str, agent: str, limit: int | None) -> list[MessageSent]:
+def list_unread(
+    conn: apsw.Connection, team: str, agent: str, limit: int | None
+) -> list[MessageSent]:
     """Messages to ``agent`` not covered by its frontier or an exact read,
     oldest first. The frontier bounds the scan from below; between it and the
     tip only unread messages and exact exceptions are visited."""
@@ -209,7 +219,9 @@ def list_unread(conn: Any, team: str, agent: str, limit: int | None) -> list[Mes
     )
 
 
-def history(conn: Any, team: str, agent: str | None, limit: int | None) -> list[MessageSent]:
+def history(
+    conn: apsw.Connection, team: str, agent: str | None, limit: int | None
+) -> list[MessageSent]:
     """The most recent ``limit`` messages of the team (or those ``agent`` sent
     or received), returned oldest→newest (driver-interface §2.1)."""
     check_local_team(team, "team")
@@ -259,7 +271,7 @@ def check_pairs(pairs: Iterable[str]) -> list[tuple[str, str]]:
     return checked
 
 
-def parse_pairs(conn: Any, pairs: Iterable[str]) -> list[int]:
+def parse_pairs(conn: apsw.Connection, pairs: Iterable[str]) -> list[int]:
     """Subscription pairs → the member keys of those this store has seen
     (a pair never seen has no messages to deliver)."""
     keys: list[int] = []
@@ -288,7 +300,9 @@ def watch_position(token: object, tip: int) -> int:
     return min(position, tip)
 
 
-def watch_after(conn: Any, token: str, pairs: Iterable[str]) -> tuple[list[MessageSent], str]:
+def watch_after(
+    conn: apsw.Connection, token: str, pairs: Iterable[str]
+) -> tuple[list[MessageSent], str]:
     """Every message after ``token`` addressed to a subscribed pair and not
     already read by its recipient, in log order, plus the tip the caller can
     resume from. (A message under a frontier always carries its exact read,

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncengine.ids import new_uuid4
-from syncengine.store.connection import write_transaction
+from syncengine.store.connection import all_rows, write_transaction
 from syncengine.store.errors import CorruptStore, StoreError, StoreTooNew
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = [
     "LATEST_VERSION",
@@ -33,7 +36,7 @@ __all__ = [
 ]
 
 
-def _v1_registry(conn: Any) -> None:
+def _v1_registry(conn: apsw.Connection) -> None:
     """Store metadata (with the driver generation) and the team registry."""
     conn.execute(
         """
@@ -63,7 +66,7 @@ def _v1_registry(conn: Any) -> None:
     )
 
 
-def _v2_message_log(conn: Any) -> None:
+def _v2_message_log(conn: apsw.Connection) -> None:
     """The message log, exact read events and per-member local frontiers."""
     conn.execute(
         """
@@ -103,7 +106,7 @@ _BLOCKING_STATES = (
 )
 
 
-def _v3_sync_stage1(conn: Any) -> None:
+def _v3_sync_stage1(conn: apsw.Connection) -> None:
     """Stage-1 message sync (specs/sync-stage1.md §2): bindings, push
     reservations, the pull quarantine and the durable conflict audit.
 
@@ -201,7 +204,7 @@ _ENGINE_STATES = (
 )
 
 
-def _v4_engine_state(conn: Any) -> None:
+def _v4_engine_state(conn: apsw.Connection) -> None:
     """Durable sync-engine state (specs/engine.md "Durable engine state").
 
     ``engine_bindings`` is the non-secret connection of one local team to
@@ -260,7 +263,7 @@ def _v4_engine_state(conn: Any) -> None:
     )
 
 
-def _v5_messages_only_axis(conn: Any) -> None:
+def _v5_messages_only_axis(conn: apsw.Connection) -> None:
     """The storage axis is messages only (driver-interface §2 intro; specs/store.md §4).
 
     A host never registers teams or agents with its storage driver, so names
@@ -305,7 +308,7 @@ def _v5_messages_only_axis(conn: Any) -> None:
     )
 
 
-def _v6_resync_audits(conn: Any) -> None:
+def _v6_resync_audits(conn: apsw.Connection) -> None:
     """The immutable audit of operator-accepted retention gaps
     (retention-gap-resynchronization.md "Driver transaction and audit
     record"; specs/sync-stage1.md §4.5).
@@ -346,7 +349,7 @@ def _v6_resync_audits(conn: Any) -> None:
     )
 
 
-def _v7_remote_read_overlay(conn: Any) -> None:
+def _v7_remote_read_overlay(conn: apsw.Connection) -> None:
     """The remote read-state overlay of each binding (read-state-synchronization.md
     "Store-owned composite frontier"; specs/read-state.md §3).
 
@@ -412,7 +415,7 @@ def _v7_remote_read_overlay(conn: Any) -> None:
     )
 
 
-def _v8_seen_relay_state(conn: Any) -> None:
+def _v8_seen_relay_state(conn: apsw.Connection) -> None:
     """The newest authenticated relay state each binding has seen (issue #14):
     a later snapshot whose floor or ``current_seq`` is lower contradicts it,
     and the engine halts instead of acting on it; and the durable
@@ -431,7 +434,7 @@ def _v8_seen_relay_state(conn: Any) -> None:
     )
 
 
-def _v9_envelope_heads(conn: Any) -> None:
+def _v9_envelope_heads(conn: apsw.Connection) -> None:
     """Find a sealed envelope by its content (issue #14): a relay that
     re-serves an age-v1 envelope this binding already holds under another
     wire ID is replaying it — random file keys make two genuine seals of
@@ -450,7 +453,7 @@ def _v9_envelope_heads(conn: Any) -> None:
     )
 
 
-def _v10_restore_adoption(conn: Any) -> None:
+def _v10_restore_adoption(conn: apsw.Connection) -> None:
     """``sync_bindings.adopt_own``: the binding may hold local messages the
     relay already has from before a restore (syncengine/ops/adopt.py); set in
     every backup file, cleared once a pull reached the relay's head."""
@@ -460,7 +463,7 @@ def _v10_restore_adoption(conn: Any) -> None:
     )
 
 
-def _v11_key_epochs(conn: Any) -> None:
+def _v11_key_epochs(conn: apsw.Connection) -> None:
     """``engine_key_epochs``: the sequence-effective key-epoch history of each
     connection (docs/spec/age-v1-profile.md "Recipient-set epochs";
     syncengine/engine/epochs.py). The one epoch ``engine_bindings`` held
@@ -497,7 +500,7 @@ def _v11_key_epochs(conn: Any) -> None:
     )
 
 
-def _v12_adoptable_imports(conn: Any) -> None:
+def _v12_adoptable_imports(conn: apsw.Connection) -> None:
     """``sync_adoptable``: messages a *new* binding of a team already holds
     from an earlier one (a relay rebuilt from nothing), by a digest of their
     four plaintext fields (syncengine/ops/adopt.py). When another machine
@@ -519,7 +522,7 @@ def _v12_adoptable_imports(conn: Any) -> None:
     )
 
 
-def _v13_history_counts(conn: Any) -> None:
+def _v13_history_counts(conn: apsw.Connection) -> None:
     """``sync_history_counts``: per binding, its reservations, quarantine rows
     and ``reconciled`` quarantine rows, kept by the statements that write
     them (syncengine/ops/history_counts.py), so ``status`` need not count the
@@ -543,7 +546,7 @@ def _v13_history_counts(conn: Any) -> None:
     )
 
 
-def _v14_quarantine_outcomes(conn: Any) -> None:
+def _v14_quarantine_outcomes(conn: apsw.Connection) -> None:
     """Two more held quarantine states (issues #33, #34; wire/block_states.py):
     ``manifest_mismatch`` (blocking: the age header contradicts the epoch
     manifest it claims) and ``before_join`` (settled: sealed for an epoch
@@ -605,7 +608,7 @@ def _v14_quarantine_outcomes(conn: Any) -> None:
     crash_point("store.migrate.quarantine_outcomes")
 
 
-def _v15_epoch_checkpoints(conn: Any) -> None:
+def _v15_epoch_checkpoints(conn: apsw.Connection) -> None:
     """``engine_epoch_checkpoints``: per Stage-1 binding, the latest epoch
     snapshot this machine accepted or issued — its revision, SHA-256, writer
     generation and canonical bytes (docs/spec/age-v1-profile.md "Epoch
@@ -648,7 +651,7 @@ def _v15_epoch_checkpoints(conn: Any) -> None:
     )
 
 
-def _v16_reserved_names(conn: Any) -> None:
+def _v16_reserved_names(conn: apsw.Connection) -> None:
     """Member names renamed away, kept reserved for their team (issue #34;
     specs/store.md §4.1): the table, seeded from the former names the
     store's plaintext envelopes still prove (``seed_from_history``)."""
@@ -707,7 +710,7 @@ REQUIRED_TABLES = frozenset(
 )
 
 
-def missing_tables(conn: Any) -> list[str]:
+def missing_tables(conn: apsw.Connection) -> list[str]:
     """The required tables a store at the latest version lacks (one
     ``sqlite_master`` scan: a dropped table must fail every operation as
     damage, never let a read answer "nothing")."""
@@ -717,12 +720,12 @@ def missing_tables(conn: Any) -> list[str]:
     return sorted(REQUIRED_TABLES - present)
 
 
-def schema_version(conn: Any) -> int:
-    version: int = conn.execute("PRAGMA user_version").fetchall()[0][0]
+def schema_version(conn: apsw.Connection) -> int:
+    version: int = all_rows(conn.execute("PRAGMA user_version"))[0][0]
     return version
 
 
-def migrate(conn: Any, path: Path, target: int = LATEST_VERSION) -> int:
+def migrate(conn: apsw.Connection, path: Path, target: int = LATEST_VERSION) -> int:
     """Apply every pending migration up to ``target``; returns the new version."""
     current = schema_version(conn)
     if current > LATEST_VERSION:

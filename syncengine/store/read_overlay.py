@@ -30,11 +30,15 @@ change. Every function here runs inside a transaction the caller opened.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from syncengine.ids import new_uuid7s
+from syncengine.store.connection import Row, one_row
 from syncengine.store.frontier import advance_frontier
 from syncengine.store.messages import log_tip
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = [
     "Mapping",
@@ -52,7 +56,7 @@ __all__ = [
 Mapping = tuple[str, int, int]
 
 
-def active_bindings(conn: Any, team_pk: int) -> list[int]:
+def active_bindings(conn: apsw.Connection, team_pk: int) -> list[int]:
     return [
         int(row[0])
         for row in conn.execute(
@@ -62,11 +66,11 @@ def active_bindings(conn: Any, team_pk: int) -> list[int]:
     ]
 
 
-def effective_frontier(conn: Any, binding_pk: int, member_id: str) -> int:
+def effective_frontier(conn: apsw.Connection, binding_pk: int, member_id: str) -> int:
     """``max(stored remote frontier, authenticated floor)``."""
-    floor = conn.execute(
-        "SELECT read_floor FROM sync_bindings WHERE binding_pk = ?", (binding_pk,)
-    ).fetchone()
+    floor = one_row(
+        conn.execute("SELECT read_floor FROM sync_bindings WHERE binding_pk = ?", (binding_pk,))
+    )
     stored = conn.execute(
         "SELECT server_seq FROM read_remote_frontiers WHERE binding_pk = ? AND member_id = ?",
         (binding_pk, member_id),
@@ -74,7 +78,7 @@ def effective_frontier(conn: Any, binding_pk: int, member_id: str) -> int:
     return max(int(floor[0]), 0 if stored is None else int(stored[0]))
 
 
-def _is_read(conn: Any, reader: int, seq: int) -> bool:
+def _is_read(conn: apsw.Connection, reader: int, seq: int) -> bool:
     row = conn.execute(
         "SELECT local_position FROM read_frontiers WHERE member_pk = ?", (reader,)
     ).fetchone()
@@ -86,7 +90,7 @@ def _is_read(conn: Any, reader: int, seq: int) -> bool:
     return found is not None
 
 
-def mapping_of_local(conn: Any, binding_pk: int, seq: int) -> tuple[str, int] | None:
+def mapping_of_local(conn: apsw.Connection, binding_pk: int, seq: int) -> tuple[str, int] | None:
     """The acknowledged ``(wire_id, server_seq)`` of local message ``seq``:
     an acknowledged push of ours, or the envelope it was imported from."""
     row = conn.execute(
@@ -103,7 +107,9 @@ def mapping_of_local(conn: Any, binding_pk: int, seq: int) -> tuple[str, int] | 
     return None if row is None else (str(row[0]), int(row[1]))
 
 
-def _mark(conn: Any, team_pk: int, pairs: Iterable[tuple[int, int]], now: str) -> set[int]:
+def _mark(
+    conn: apsw.Connection, team_pk: int, pairs: Iterable[tuple[int, int]], now: str
+) -> set[int]:
     """Insert a local exact read for each (reader, seq) not read yet;
     returns the readers whose frontier may now compact."""
     fresh = [
@@ -123,20 +129,20 @@ def _mark(conn: Any, team_pk: int, pairs: Iterable[tuple[int, int]], now: str) -
     return {reader for reader, _ in fresh}
 
 
-def compact_readers(conn: Any, readers: Iterable[int]) -> None:
+def compact_readers(conn: apsw.Connection, readers: Iterable[int]) -> None:
     for reader in sorted(set(readers)):
         advance_frontier(conn, reader, None)
 
 
-def _team_of_binding(conn: Any, binding_pk: int) -> int:
-    row = conn.execute(
-        "SELECT team_pk FROM sync_bindings WHERE binding_pk = ?", (binding_pk,)
-    ).fetchone()
+def _team_of_binding(conn: apsw.Connection, binding_pk: int) -> int:
+    row = one_row(
+        conn.execute("SELECT team_pk FROM sync_bindings WHERE binding_pk = ?", (binding_pk,))
+    )
     return int(row[0])
 
 
 def project_range(
-    conn: Any, binding_pk: int, low: int, high: int, member_id: str | None, now: str
+    conn: apsw.Connection, binding_pk: int, low: int, high: int, member_id: str | None, now: str
 ) -> set[int]:
     """Project remote coverage of the mapped messages with ``low < server_seq
     <= high`` onto their recipients (only ``member_id``'s when given; every
@@ -168,7 +174,7 @@ def project_range(
 
 
 def project_wire_reads(
-    conn: Any, binding_pk: int, reads: Sequence[tuple[str, str]], now: str
+    conn: apsw.Connection, binding_pk: int, reads: Sequence[tuple[str, str]], now: str
 ) -> set[int]:
     """Project exact remote reads ``(member_id, wire_id)`` whose message is
     already held (mapped) and addressed to that member."""
@@ -192,7 +198,9 @@ def project_wire_reads(
     return _mark(conn, _team_of_binding(conn, binding_pk), pairs, now)
 
 
-def _queue(conn: Any, binding_pk: int, member_id: str, wire_id: str, server_seq: int) -> None:
+def _queue(
+    conn: apsw.Connection, binding_pk: int, member_id: str, wire_id: str, server_seq: int
+) -> None:
     """Queue one promoted read unless the relay's facts already cover it."""
     if server_seq <= effective_frontier(conn, binding_pk, member_id):
         return
@@ -229,7 +237,9 @@ _MAPPED = """
 """
 
 
-def _nothing_to_bridge(conn: Any, binding_pk: int, floor: int, mappings: Sequence[Mapping]) -> bool:
+def _nothing_to_bridge(
+    conn: apsw.Connection, binding_pk: int, floor: int, mappings: Sequence[Mapping]
+) -> bool:
     """Whether no read fact, remote or local, can reach any of ``mappings`` —
     then :func:`on_mappings` would classify every one as neither covered nor
     read and write nothing, and its per-mapping statement is skipped
@@ -247,9 +257,12 @@ def _nothing_to_bridge(conn: Any, binding_pk: int, floor: int, mappings: Sequenc
     high_pos = max(m[2] for m in mappings)
     if low_seq <= floor:
         return False
-    top = conn.execute(
-        "SELECT max(server_seq) FROM read_remote_frontiers WHERE binding_pk = ?", (binding_pk,)
-    ).fetchone()[0]
+    top = one_row(
+        conn.execute(
+            "SELECT max(server_seq) FROM read_remote_frontiers WHERE binding_pk = ?",
+            (binding_pk,),
+        )
+    )[0]
     if top is not None and low_seq <= top:
         return False
     if conn.execute(
@@ -257,12 +270,14 @@ def _nothing_to_bridge(conn: Any, binding_pk: int, floor: int, mappings: Sequenc
     ).fetchone():
         return False
     team_pk = _team_of_binding(conn, binding_pk)
-    frontier = conn.execute(
-        "SELECT max(f.local_position) FROM members AS r INDEXED BY members_roster"
-        " CROSS JOIN read_frontiers AS f"
-        " WHERE r.team_pk = ? AND r.roster = 1 AND f.member_pk = r.member_pk",
-        (team_pk,),
-    ).fetchone()[0]
+    frontier = one_row(
+        conn.execute(
+            "SELECT max(f.local_position) FROM members AS r INDEXED BY members_roster"
+            " CROSS JOIN read_frontiers AS f"
+            " WHERE r.team_pk = ? AND r.roster = 1 AND f.member_pk = r.member_pk",
+            (team_pk,),
+        )
+    )[0]
     if frontier is not None and low_pos <= frontier:
         return False
     return not conn.execute(
@@ -273,7 +288,9 @@ def _nothing_to_bridge(conn: Any, binding_pk: int, floor: int, mappings: Sequenc
     ).fetchone()
 
 
-def on_mappings(conn: Any, binding_pk: int, mappings: Sequence[Mapping], now: str) -> None:
+def on_mappings(
+    conn: apsw.Connection, binding_pk: int, mappings: Sequence[Mapping], now: str
+) -> None:
     """New durable mappings (imports, echoes, acknowledgements): project
     remote coverage onto each message, or promote its existing local read.
     One set-based statement per call classifies the whole batch; only the
@@ -282,12 +299,12 @@ def on_mappings(conn: Any, binding_pk: int, mappings: Sequence[Mapping], now: st
         return
     import json
 
-    floor = conn.execute(
-        "SELECT read_floor FROM sync_bindings WHERE binding_pk = ?", (binding_pk,)
-    ).fetchone()[0]
+    floor = one_row(
+        conn.execute("SELECT read_floor FROM sync_bindings WHERE binding_pk = ?", (binding_pk,))
+    )[0]
     if _nothing_to_bridge(conn, binding_pk, floor, mappings):
         return
-    rows = conn.execute(
+    rows: list[Row] = conn.execute(
         _MAPPED,
         {"maps": json.dumps([list(m) for m in mappings]), "floor": floor, "b": binding_pk},
     ).fetchall()
@@ -299,7 +316,7 @@ def on_mappings(conn: Any, binding_pk: int, mappings: Sequence[Mapping], now: st
         compact_readers(conn, _mark(conn, _team_of_binding(conn, binding_pk), covered, now))
 
 
-def on_local_reads(conn: Any, team_pk: int, reader: int, seqs: Sequence[int]) -> None:
+def on_local_reads(conn: apsw.Connection, team_pk: int, reader: int, seqs: Sequence[int]) -> None:
     """Local reads just recorded: promote those of the reader's own messages
     that already have an acknowledged mapping, on every active binding."""
     if not seqs:

@@ -23,10 +23,14 @@ heavier than :mod:`syncengine.crash` (issue #17, start-up).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from syncengine.crash import crash_point
+from syncengine.store.connection import one_row
 from syncengine.store.errors import Conflict
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = [
     "FORMER_HOLDER",
@@ -83,7 +87,7 @@ class ReservedName(Conflict):
         self.holder_id = holder_id
 
 
-def holder_of(conn: Any, team_key: int, name: str) -> tuple[int, str, str] | None:
+def holder_of(conn: apsw.Connection, team_key: int, name: str) -> tuple[int, str, str] | None:
     """``(member_pk, current name, member_id)`` of the member ``name`` is
     reserved for in the team, or ``None`` when nobody renamed away from it."""
     row = conn.execute(
@@ -95,17 +99,17 @@ def holder_of(conn: Any, team_key: int, name: str) -> tuple[int, str, str] | Non
     return None if row is None else (int(row[0]), str(row[1]), str(row[2]))
 
 
-def refusal(conn: Any, team_key: int, name: str, field: str) -> ReservedName | None:
+def refusal(conn: apsw.Connection, team_key: int, name: str, field: str) -> ReservedName | None:
     """The error a request for ``name`` by a new or different member meets,
     or ``None`` when the name is free of reservations."""
     held = holder_of(conn, team_key, name)
     if held is None:
         return None
-    (team,) = conn.execute("SELECT name FROM teams WHERE team_pk = ?", (team_key,)).fetchone()
+    (team,) = one_row(conn.execute("SELECT name FROM teams WHERE team_pk = ?", (team_key,)))
     return ReservedName(field, str(team), name, held[1], held[2])
 
 
-def reserved_in_team(conn: Any, team_key: int) -> dict[str, int]:
+def reserved_in_team(conn: apsw.Connection, team_key: int) -> dict[str, int]:
     """Every reserved name of the team and the member it is reserved for
     (one query: roster adoption decides a whole roster against it)."""
     return {
@@ -116,7 +120,9 @@ def reserved_in_team(conn: Any, team_key: int) -> dict[str, int]:
     }
 
 
-def record_rename(conn: Any, team_key: int, member_key: int, old: str, new: str, now: str) -> None:
+def record_rename(
+    conn: apsw.Connection, team_key: int, member_key: int, old: str, new: str, now: str
+) -> None:
     """Inside the rename's transaction, after the member row took ``new``:
     ``old`` becomes reserved for the member, and ``new`` — when it was one
     of the member's own former names — is live again, so no longer reserved.
@@ -170,7 +176,7 @@ _HISTORY = (
 )
 
 
-def seed_from_history(conn: Any) -> int:
+def seed_from_history(conn: apsw.Connection) -> int:
     """Migration 16: reserve every former name the store can still prove.
 
     Renames before this version left no record of their own, but a

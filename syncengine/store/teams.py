@@ -25,9 +25,10 @@ These functions run inside a transaction the caller opened.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from syncengine.ids import new_uuid7
+from syncengine.store.connection import Row, one_row
 from syncengine.store.errors import Conflict, InvalidInput, UnknownAgent, UnknownTeam
 from syncengine.store.names import check_local_agent, check_local_team
 from syncengine.store.records import Member, Team
@@ -40,6 +41,9 @@ from syncengine.store.reserved_names import (
     refusal,
     reserved_in_team,
 )
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = [
     "MAX_MEMBERS",
@@ -69,13 +73,13 @@ _log = logging.getLogger("syncengine.store")
 MAX_MEMBERS = 1000
 
 
-def find_team(conn: Any, name: str) -> int | None:
+def find_team(conn: apsw.Connection, name: str) -> int | None:
     """The key of a team name this store has seen, registered or not."""
     row = conn.execute("SELECT team_pk FROM teams WHERE name = ?", (name,)).fetchone()
     return None if row is None else int(row[0])
 
 
-def find_member(conn: Any, team_key: int, agent: str) -> int | None:
+def find_member(conn: apsw.Connection, team_key: int, agent: str) -> int | None:
     """The key of an agent name seen in the team, roster member or not."""
     row = conn.execute(
         "SELECT member_pk FROM members WHERE team_pk = ? AND name = ?", (team_key, agent)
@@ -83,7 +87,7 @@ def find_member(conn: Any, team_key: int, agent: str) -> int | None:
     return None if row is None else int(row[0])
 
 
-def team_pk(conn: Any, name: str) -> int:
+def team_pk(conn: apsw.Connection, name: str) -> int:
     """The key of a known team name (the sync layer's lookups; a storage
     operation interns instead)."""
     pk = find_team(conn, name)
@@ -92,14 +96,16 @@ def team_pk(conn: Any, name: str) -> int:
     return pk
 
 
-def member_pk(conn: Any, team_key: int, team: str, agent: str, field: str = "agent") -> int:
+def member_pk(
+    conn: apsw.Connection, team_key: int, team: str, agent: str, field: str = "agent"
+) -> int:
     pk = find_member(conn, team_key, agent)
     if pk is None:
         raise UnknownAgent(team, agent, field)
     return pk
 
 
-def require_reader(conn: Any, team: str, agent: str) -> None:
+def require_reader(conn: apsw.Connection, team: str, agent: str) -> None:
     """Raise unless ``agent`` of ``team`` is a reader worth waiting for.
 
     A storage read answers "nothing" for a name it never saw, which is right
@@ -124,7 +130,7 @@ def require_reader(conn: Any, team: str, agent: str) -> None:
             raise UnknownAgent(team, agent)
 
 
-def intern_team(conn: Any, name: str, now: str) -> int:
+def intern_team(conn: apsw.Connection, name: str, now: str) -> int:
     """The team's key, recording the name on first use (not as a registration)."""
     pk = find_team(conn, name)
     if pk is not None:
@@ -141,7 +147,7 @@ NameCache = dict[tuple[str, str], tuple[int, int]]
 
 
 def intern_pair(
-    conn: Any,
+    conn: apsw.Connection,
     team: str,
     agent: str,
     now: str,
@@ -170,7 +176,7 @@ def intern_pair(
     return keys
 
 
-def find_pair(conn: Any, team: str, agent: str) -> int | None:
+def find_pair(conn: apsw.Connection, team: str, agent: str) -> int | None:
     """The member key of a (team, agent) pair this store has seen, or
     ``None``: a pair never seen has no messages and has read nothing."""
     tkey = find_team(conn, team)
@@ -178,7 +184,7 @@ def find_pair(conn: Any, team: str, agent: str) -> int | None:
 
 
 def intern_member(
-    conn: Any,
+    conn: apsw.Connection,
     team_key: int,
     agent: str,
     now: str,
@@ -223,7 +229,9 @@ def _check_new_members(agents: list[str] | tuple[str, ...], field: str) -> list[
     return checked
 
 
-def create_team(conn: Any, name: str, agents: list[str] | tuple[str, ...], now: str) -> Team:
+def create_team(
+    conn: apsw.Connection, name: str, agents: list[str] | tuple[str, ...], now: str
+) -> Team:
     check_local_team(name, "team")
     checked = _check_new_members(agents, "member")
     if len(checked) > MAX_MEMBERS:
@@ -245,7 +253,7 @@ def create_team(conn: Any, name: str, agents: list[str] | tuple[str, ...], now: 
     return get_team(conn, name)
 
 
-def _enrol_members(conn: Any, key: int, agents: list[str], now: str) -> None:
+def _enrol_members(conn: apsw.Connection, key: int, agents: list[str], now: str) -> None:
     """Put names on the roster: a name already seen on messages keeps its key
     (and so its messages and read state); a new one is inserted."""
     for agent in agents:
@@ -262,14 +270,16 @@ def _enrol_members(conn: Any, key: int, agents: list[str], now: str) -> None:
             conn.execute("UPDATE members SET roster = 1 WHERE member_pk = ?", (pk,))
 
 
-def _roster_count(conn: Any, key: int) -> int:
-    count: int = conn.execute(
-        "SELECT count(*) FROM members WHERE team_pk = ? AND roster = 1", (key,)
-    ).fetchone()[0]
+def _roster_count(conn: apsw.Connection, key: int) -> int:
+    count: int = one_row(
+        conn.execute("SELECT count(*) FROM members WHERE team_pk = ? AND roster = 1", (key,))
+    )[0]
     return count
 
 
-def add_members(conn: Any, team: str, agents: list[str] | tuple[str, ...], now: str) -> Team:
+def add_members(
+    conn: apsw.Connection, team: str, agents: list[str] | tuple[str, ...], now: str
+) -> Team:
     check_local_team(team, "team")
     checked = _check_new_members(agents, "member")
     if not checked:
@@ -286,7 +296,7 @@ def add_members(conn: Any, team: str, agents: list[str] | tuple[str, ...], now: 
     return get_team(conn, team)
 
 
-def _registered_team(conn: Any, name: str) -> int:
+def _registered_team(conn: apsw.Connection, name: str) -> int:
     row = conn.execute("SELECT team_pk FROM teams WHERE name = ? AND registered = 1", (name,))
     found = row.fetchone()
     if found is None:
@@ -294,7 +304,7 @@ def _registered_team(conn: Any, name: str) -> int:
     return int(found[0])
 
 
-def adopt_roster(conn: Any, key: int, roster: list[tuple[str, str]], now: str) -> int:
+def adopt_roster(conn: apsw.Connection, key: int, roster: list[tuple[str, str]], now: str) -> int:
     """Take the relay's authenticated roster (``GET /v1/members``) as this
     team's roster: ``(member_id, name)`` pairs. Returns how many rows changed.
 
@@ -415,7 +425,7 @@ class _RosterRow:
         self.relay_bound = relay_bound
 
 
-def awaiting_acceptance(conn: Any, team: str) -> tuple[str, ...]:
+def awaiting_acceptance(conn: apsw.Connection, team: str) -> tuple[str, ...]:
     """The roster members of a *connected* team the relay has not accepted:
     on the local roster, never bound to a relay member ID (``relay_bound =
     0``). ADR 0007's ``pending_remote_acceptance``, as Stage 1 holds it
@@ -438,7 +448,7 @@ def awaiting_acceptance(conn: Any, team: str) -> tuple[str, ...]:
     )
 
 
-def rename_member(conn: Any, team: str, old: str, new: str, now: str) -> None:
+def rename_member(conn: apsw.Connection, team: str, old: str, new: str, now: str) -> None:
     """Rename one agent of a team in one statement: its messages, reads,
     frontier and relay association follow the row (read-state-synchronization.md
     "a successful local rename MUST atomically migrate …"). The new name must
@@ -469,7 +479,7 @@ def rename_member(conn: Any, team: str, old: str, new: str, now: str) -> None:
     record_rename(conn, key, pk, old, new, now)
 
 
-def rename_team(conn: Any, old: str, new: str) -> Team:
+def rename_team(conn: apsw.Connection, old: str, new: str) -> Team:
     check_local_team(old, "old")
     check_local_team(new, "new")
     key = _registered_team(conn, old)
@@ -481,7 +491,7 @@ def rename_team(conn: Any, old: str, new: str) -> Team:
     return get_team(conn, new)
 
 
-def _members_of(conn: Any, key: int) -> tuple[Member, ...]:
+def _members_of(conn: apsw.Connection, key: int) -> tuple[Member, ...]:
     return tuple(
         Member(member_id=row[0], name=row[1])
         for row in conn.execute(
@@ -492,7 +502,7 @@ def _members_of(conn: Any, key: int) -> tuple[Member, ...]:
     )
 
 
-def get_team(conn: Any, name: str) -> Team:
+def get_team(conn: apsw.Connection, name: str) -> Team:
     check_local_team(name, "team")
     row = conn.execute(
         "SELECT team_pk, team_id FROM teams WHERE name = ? AND registered = 1", (name,)
@@ -502,8 +512,8 @@ def get_team(conn: Any, name: str) -> Team:
     return Team(team_id=row[1], name=name, members=_members_of(conn, row[0]))
 
 
-def list_teams(conn: Any) -> list[Team]:
-    rows = conn.execute(
+def list_teams(conn: apsw.Connection) -> list[Team]:
+    rows: list[Row] = conn.execute(
         "SELECT team_pk, team_id, name FROM teams WHERE registered = 1 ORDER BY name"
     ).fetchall()
     return [Team(team_id=r[1], name=r[2], members=_members_of(conn, r[0])) for r in rows]
