@@ -48,7 +48,7 @@ from _common import (  # noqa: E402
 
 from syncengine.cli.driver.command import driver_file  # noqa: E402
 from syncengine.cli.driver.rendezvous import read_rendezvous  # noqa: E402
-from syncengine.store import Store  # noqa: E402
+from syncengine.local_store import Store  # noqa: E402
 
 BIN_DIR = Path(sys.executable).parent
 

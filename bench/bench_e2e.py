@@ -66,7 +66,8 @@ from relay.storage.sqlite import SqliteRelayStore
 from syncengine.engine import Engine
 from syncengine.engine.connect import connect_store
 from syncengine.http.credentials import Secret
-from syncengine.store import OutgoingMessage, Store
+from syncengine.local_store import Store
+from syncengine.store import OutgoingMessage
 from wire.age_keys import X25519Identity
 
 TEAM = "bench"

@@ -407,14 +407,14 @@ def seed(machine: Machine) -> None:
     pushes it, so every ``run`` of the team meets a head past 0 and its first
     live wait answers at once (on an empty team it would be held 25 s before
     the run reports ``delivery: live``)."""
-    from syncengine.store import Store
+    from syncengine.local_store import Store
 
     with Store(machine.store) as store:
         store.send(TEAM, "alice", "bob", "seed")
 
 
 def mark_all_read(machine: Machine, agent: str = "bob") -> None:
-    from syncengine.store import Store
+    from syncengine.local_store import Store
 
     with Store(machine.store) as store:
         unread = store.list_unread(TEAM, agent)

@@ -46,6 +46,7 @@ from _common import (
 )
 
 from syncengine.ids import new_uuid4, new_uuid7
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.read_records import (
     SyncReadContext,
@@ -53,7 +54,6 @@ from syncengine.ops.read_records import (
     SyncReadFrontier,
     SyncReadSnapshot,
 )
-from syncengine.store import Store
 from syncengine.store.connection import write_transaction
 from syncengine.store.teams import adopt_roster, team_pk
 from wire.message import Message

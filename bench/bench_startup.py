@@ -236,7 +236,8 @@ class Setup:
         """``history`` more messages, written in bulk through the store (a
         host's sends, without a process each), then pushed and pulled back:
         a history of acknowledged pushes and echoes, all unread by bob."""
-        from syncengine.store import OutgoingMessage, Store
+        from syncengine.local_store import Store
+        from syncengine.store import OutgoingMessage
 
         with Store(self.store) as store:
             for first in range(0, self.history, 1000):

@@ -39,7 +39,8 @@ from _common import (
 )
 
 from syncengine.ids import new_uuid7
-from syncengine.store import OutgoingMessage, Store
+from syncengine.local_store import Store
+from syncengine.store import OutgoingMessage
 
 AGENTS = [f"a{i}" for i in range(10)]
 AT = "2026-01-01T00:00:00.000000Z"

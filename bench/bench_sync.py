@@ -55,9 +55,10 @@ from _common import (
 )
 
 from syncengine.ids import new_uuid4, new_uuid7
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import SyncPrepare, SyncPullCursor, SyncPullMessage, SyncPushAck
-from syncengine.store import OutgoingMessage, Store
+from syncengine.store import OutgoingMessage
 from wire.age_keys import X25519Identity
 from wire.envelope import Envelope
 from wire.message import Message

@@ -34,8 +34,8 @@ def main(argv: list[str]) -> int:
         from syncengine.cli import main as cli_main
 
         return cli_main(["driver", *rest])
+    from syncengine.local_store import Store
     from syncengine.ops.bindings import BindingKey
-    from syncengine.store import Store
 
     store_path, *binding = rest
     key = BindingKey.from_argv(binding[:4])

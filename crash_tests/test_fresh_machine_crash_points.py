@@ -27,8 +27,8 @@ import pytest
 
 from syncengine.crash import CRASH_EXIT_CODE, CRASH_POINTS
 from syncengine.ids import new_uuid7
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
-from syncengine.store import Store
 from tests.syncengine.ops.helpers import foreign_envelope, pull_record
 
 TEAM = "crew"

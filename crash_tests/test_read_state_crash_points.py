@@ -37,6 +37,7 @@ import pytest
 
 from syncengine.crash import CRASH_EXIT_CODE, STAGE2_CRASH_POINTS
 from syncengine.ids import new_uuid4, new_uuid7
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.read_records import (
     REASON_LIMIT,
@@ -49,7 +50,6 @@ from syncengine.ops.read_records import (
     SyncReadUnblock,
 )
 from syncengine.ops.records import SyncPullMessage, dump_line
-from syncengine.store import Store
 from syncengine.store.connection import write_transaction
 from syncengine.store.teams import adopt_roster
 from tests.syncengine.ops.helpers import (

@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 from syncengine.crash import CRASH_EXIT_CODE, NAME_CRASH_POINTS
+from syncengine.local_store import Store
 from syncengine.ops.records import SyncPullCursor
-from syncengine.store import Store
 from syncengine.store import migrations as mig
 from syncengine.store.connection import open_connection
 from syncengine.store.errors import UnknownAgent

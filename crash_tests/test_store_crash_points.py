@@ -40,7 +40,8 @@ import pytest
 
 from syncengine.crash import CRASH_EXIT_CODE, STORE_CRASH_POINTS
 from syncengine.ids import new_uuid7
-from syncengine.store import Conflict, Store, UnknownTeam
+from syncengine.local_store import Store
+from syncengine.store import Conflict, UnknownTeam
 from syncengine.store.errors import UnknownAgent
 from syncengine.store.messages import log_tip
 

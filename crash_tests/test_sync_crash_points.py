@@ -29,11 +29,11 @@ from typing import Any
 import pytest
 
 from syncengine.crash import CRASH_EXIT_CODE, STAGE1_CRASH_POINTS
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.history_counts import history_counts, recount_history
 from syncengine.ops.records import SyncPullCursor, SyncPullMessage, SyncPushAck, dump_line
 from syncengine.ops.resync import SyncResync, SyncResyncResult
-from syncengine.store import Store
 from tests.syncengine.ops.helpers import (
     Classifier,
     FakeRelay,

@@ -83,7 +83,7 @@ def _fail(command: str, exc: BaseException) -> int:
 def _backup(args: argparse.Namespace) -> int:
     import json
 
-    from syncengine.store import Store
+    from syncengine.local_store import Store
 
     try:
         with Store(args.store) as store:
@@ -99,7 +99,7 @@ def _restore(args: argparse.Namespace) -> int:
     import json
 
     from syncengine.engine.lock import EngineLock, lock_path_for
-    from syncengine.store import Store
+    from syncengine.local_store import Store
     from syncengine.store.backup import restore_store
 
     def check(path: Path) -> None:
@@ -137,8 +137,8 @@ def _seed(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from syncengine.engine import Engine
+    from syncengine.local_store import Store
     from syncengine.ops.seed import held_wire_ids, read_backup, seed_history
-    from syncengine.store import Store
     from syncengine.store.errors import InvalidInput
     from wire.scalars import format_timestamp
 

@@ -56,7 +56,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _guard(args: argparse.Namespace, action: Callable[[Any], None]) -> int:
-    from syncengine.store import Store, StoreError
+    from syncengine.local_store import Store
+    from syncengine.store import StoreError
 
     store = Store(args.store)
     try:

@@ -75,7 +75,8 @@ def register(subparsers: Any) -> None:
 
 
 def _guard(args: argparse.Namespace, action: Any) -> int:
-    from syncengine.store import Store, StoreError
+    from syncengine.local_store import Store
+    from syncengine.store import StoreError
 
     store = Store(args.store)
     try:

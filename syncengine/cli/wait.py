@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from types import FrameType
 
-    from syncengine.store import MessageSent, Store
+    from syncengine.local_store import Store
+    from syncengine.store import MessageSent
     from syncengine.store.changes import StoreBell
 
 __all__ = ["POLL_INTERVAL", "register", "wait_for_unread"]
@@ -228,7 +229,8 @@ def _connected(store: Store, team: str) -> bool:
 
 
 def _wait(args: argparse.Namespace) -> int:
-    from syncengine.store import Store, StoreError
+    from syncengine.local_store import Store
+    from syncengine.store import StoreError
 
     stops = _StopSignals()
     pulling: list[Any] = []

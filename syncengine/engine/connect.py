@@ -69,8 +69,9 @@ from syncengine.engine.security import SecurityHistory, SecurityMode
 from syncengine.http.client import ClientConfig, RelayClient
 from syncengine.http.credentials import Secret, load_credential, save_credential
 from syncengine.http.pairing import connect as http_connect
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
-from syncengine.store import Store, teams
+from syncengine.store import teams
 from syncengine.store.connection import read_transaction, write_transaction
 from syncengine.store.errors import InvalidInput
 from syncengine.store.names import check_local_team

@@ -25,10 +25,10 @@ if TYPE_CHECKING:
     from syncengine.engine.state import ConnectionRecord
     from syncengine.engine.workers import Workers
     from syncengine.http.client import RelayClient
+    from syncengine.local_store import Store
     from syncengine.ops.bindings import BindingKey
     from syncengine.ops.prepare_push import BlockedSeal, LocalMessage, Sealed
     from syncengine.ops.records import SyncPrepare
-    from syncengine.store import Store
     from wire.http_v1.capabilities import Capabilities
 
 __all__ = ["CycleContext", "idle_push", "nothing_past", "probe_pull", "write_plan"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from syncengine.engine import state as st
-from syncengine.store import Store
+from syncengine.local_store import Store
 from syncengine.store.connection import write_transaction
 
 __all__ = ["Disconnected", "disconnect_store"]

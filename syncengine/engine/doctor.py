@@ -103,7 +103,7 @@ def run_checks(
 ) -> list[Check]:
     from syncengine.engine.engine import Engine
     from syncengine.engine.errors import EngineError, EngineLocked
-    from syncengine.store import Store
+    from syncengine.local_store import Store
     from syncengine.store.errors import StoreError
 
     with Store(store_path) as probe:

@@ -45,7 +45,7 @@ from syncengine.engine.lock import EngineLock, lock_path_for
 from syncengine.engine.progress import progress_for
 from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
 from syncengine.http.errors import EngineState, ResyncRequired
-from syncengine.store import Store
+from syncengine.local_store import Store
 from syncengine.store.connection import read_transaction, store_exposure, write_transaction
 
 if TYPE_CHECKING:

@@ -51,7 +51,7 @@ from syncengine.engine.limits import RunSettings
 
 if TYPE_CHECKING:
     from syncengine.http.client import RelayClient
-    from syncengine.store import Store
+    from syncengine.local_store import Store
 
 __all__ = [
     "ANSWER_SPACING",

@@ -53,8 +53,8 @@ from wire.http_v1.read_state import (
 if TYPE_CHECKING:
     from syncengine.engine.state import ConnectionRecord
     from syncengine.http.client import RelayClient
+    from syncengine.local_store import Store
     from syncengine.ops.read_state import PrepareReadResult
-    from syncengine.store import Store
 
 __all__ = [
     "ReadStateReport",
@@ -146,7 +146,7 @@ def _items(page: ReadStatePage, usable: set[str]) -> list[SyncReadFrontier | Syn
 
 
 def supported() -> bool:
-    from syncengine.store import store as store_module
+    from syncengine import local_store as store_module
 
     return CAPABILITY_STAGE2_READ_STATE in store_module.CAPABILITIES
 

@@ -41,7 +41,7 @@ from syncengine.http.client import ClientConfig, RelayBinding, RelayClient
 from syncengine.http.credentials import Credential, Secret, load_credential, save_credential
 from syncengine.http.pairing import ConnectResult
 from syncengine.http.pairing import connect as http_connect
-from syncengine.store import Store
+from syncengine.local_store import Store
 from syncengine.store.connection import read_transaction, write_transaction
 
 __all__ = ["Replaced", "replace_connection"]

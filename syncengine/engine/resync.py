@@ -43,7 +43,7 @@ from syncengine.ops.states import BindingState
 if TYPE_CHECKING:
     from syncengine.engine.state import ConnectionRecord
     from syncengine.http.client import RelayClient
-    from syncengine.store import Store
+    from syncengine.local_store import Store
 
 __all__ = ["ResyncReport", "accept_retention_gap", "resync_command"]
 
@@ -85,7 +85,7 @@ def _refused(connection: ConnectionRecord, store: Store, message: str) -> Resync
 
 
 def _check_capability(store: Store) -> None:
-    from syncengine.store import store as store_module
+    from syncengine import local_store as store_module
 
     if CAPABILITY_STAGE1_RESYNC not in store_module.CAPABILITIES:
         raise ResyncUnsupported(

@@ -4,7 +4,7 @@ Each operation is a pure core — stored facts and input records in, rows and
 output records out — wrapped in exactly one storage transaction with named
 crash points (specs/sync-stage1.md). The records are the agmsg driver ABI
 (``sync_prepare`` … ``sync_reprocess_page``). The operations are reached
-through :class:`syncengine.store.Store` (``sync_prepare_push`` …) or the
+through :class:`syncengine.local_store.Store` (``sync_prepare_push`` …) or the
 submodules; the package names only the types, so each submodule stays
 importable under its own name.
 """

@@ -1,6 +1,10 @@
 """The local store: one SQLite file holding the team registry, the message
 log and local read state, behind the agmsg storage-driver contract
 (driver-interface §2; specs/store.md).
+
+The :class:`Store` facade over it is one layer up, in
+:mod:`syncengine.local_store`: its sync verbs call :mod:`syncengine.ops`,
+which imports this package, so it cannot live here without a cycle.
 """
 
 from syncengine.store.errors import (
@@ -23,7 +27,6 @@ from syncengine.store.errors import (
 from syncengine.store.messages import OutgoingMessage
 from syncengine.store.paths import default_store_path, resolve_store_path
 from syncengine.store.records import Member, MessageRead, MessageSent, Team, WatchResult
-from syncengine.store.store import Store
 
 __all__ = [
     "Conflict",
@@ -35,7 +38,6 @@ __all__ = [
     "MissingDependency",
     "OutgoingMessage",
     "Status",
-    "Store",
     "StoreBusy",
     "StoreError",
     "StoreFull",

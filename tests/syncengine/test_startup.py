@@ -13,7 +13,7 @@ import pytest
 
 from syncengine._startup import START_UP_ALLOCATIONS, PostponedCollection
 from syncengine.cli import main
-from syncengine.store import Store
+from syncengine.local_store import Store
 
 
 def test_importing_the_http_client_does_not_load_httpx_cli_dependencies():

@@ -42,7 +42,7 @@ from syncengine.cli.missing_deps import missing_deps
 if TYPE_CHECKING:
     import argparse
 
-    from syncengine.store import Store
+    from syncengine.local_store import Store
 
 __all__ = [
     "CONTROL_OPS",
@@ -343,11 +343,11 @@ _OPERATIONS: dict[str, Callable[[Store, list[str], IO[bytes]], list[str]]] = {
 def _describe(store_path: str | None, out: IO[bytes]) -> int:
     # ``describe [<team>]``: hosts may name a team; one store serves them all.
     try:
-        from syncengine.store import Store
+        from syncengine.local_store import Store
 
         meta = Store(store_path).describe()
     except Exception:  # describe always succeeds (§2.1): degrade to static facts
-        from syncengine.store.store import CAPABILITIES
+        from syncengine.local_store import CAPABILITIES
 
         meta = {"name": "syncengine", "capabilities": ",".join(CAPABILITIES)}
     _write(out, [f"{key}={value}" for key, value in meta.items()])
@@ -408,7 +408,8 @@ def run_op(
         return _missing_deps(
             op, out, err, "the APSW SQLite binding (python package apsw) is missing"
         )
-    from syncengine.store import Status, Store, StoreError
+    from syncengine.local_store import Store
+    from syncengine.store import Status, StoreError
 
     store = Store(store_path)
     status = Status.OK

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from syncengine.local_store import Store
     from syncengine.ops.bindings import BindingKey
-    from syncengine.store import Store
 
 __all__ = ["DEFAULT_LIMIT", "run_sync_op"]
 
@@ -73,8 +73,8 @@ def _dump(records: list[dict[str, Any]]) -> list[str]:
 
 
 def _op_capabilities(store: Store | None, args: list[str], data: bytes) -> list[str]:
+    from syncengine.local_store import CAPABILITIES
     from syncengine.ops.records import SyncDriverCapabilities
-    from syncengine.store.store import CAPABILITIES
 
     if args:
         if len(args) != 4:
@@ -285,8 +285,9 @@ def run_sync_op(
                 "the APSW SQLite binding (python package apsw) is missing",
                 status_line=False,
             )
+    from syncengine.local_store import Store
     from syncengine.ops.errors import adapter_exit_code
-    from syncengine.store import Status, Store, StoreError
+    from syncengine.store import Status, StoreError
 
     store = Store(store_path) if op != "capabilities" else None
     try:

@@ -24,7 +24,7 @@ import pytest
 
 from syncengine.cli.driver.command import driver_file
 from syncengine.cli.driver.rendezvous import SERVED_OPS, Rendezvous, read_rendezvous
-from syncengine.store import Store
+from syncengine.local_store import Store
 from tests.syncengine.driver.contract import stop_driver_servers
 
 DRIVER = driver_file()

@@ -107,7 +107,7 @@ def _connected_store(tmp_path: Path) -> Path:
     relay, and one message from alice to bob; no network, no relay process."""
     from syncengine.engine.connect import connect_store
     from syncengine.http.credentials import Secret
-    from syncengine.store import Store
+    from syncengine.local_store import Store
     from tests.syncengine.engine.fakerelay import TOKEN, FakeRelay
 
     store = tmp_path / "store.db"

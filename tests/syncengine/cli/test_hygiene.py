@@ -12,7 +12,7 @@ import pytest
 
 from syncengine import __version__
 from syncengine.cli import main
-from syncengine.store import Store
+from syncengine.local_store import Store
 
 
 def _syncengine(*args: str, cwd: Path, store: Path) -> subprocess.CompletedProcess[bytes]:

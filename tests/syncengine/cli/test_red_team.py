@@ -132,7 +132,7 @@ def _make_store(kind: str, path: Path) -> None:
         data = path.with_suffix(".full").read_bytes()
         path.write_bytes(b"this is not a database\n" if kind == "junk" else data[:4096])
         return
-    from syncengine.store import Store
+    from syncengine.local_store import Store
 
     with Store(path) as store:
         store.init()

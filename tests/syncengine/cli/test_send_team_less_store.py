@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from syncengine.store import Store
+from syncengine.local_store import Store
 
 
 def _cli(*args: str, store: Path, stdin: str = "hello") -> subprocess.CompletedProcess[str]:

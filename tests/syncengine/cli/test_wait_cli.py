@@ -18,7 +18,7 @@ import pytest
 
 from syncengine.cli import COMMANDS
 from syncengine.cli.wait import wait_for_unread
-from syncengine.store import Store
+from syncengine.local_store import Store
 
 # Generous: a loaded 2-core CI machine may take seconds to start Python.
 PROCESS_BOUND = 60.0

@@ -1,6 +1,6 @@
 """Four doors into the storage contract, behind one test-facing interface.
 
-:class:`PythonDriver` calls :class:`syncengine.store.Store` directly;
+:class:`PythonDriver` calls :class:`syncengine.local_store.Store` directly;
 :class:`CommandDriver` runs ``syncengine driver <op>``; :class:`BashDriver`
 sources the installed driver file (``syncengine driver path``) in bash and
 calls the ``storage_*`` functions, each in its own process;
@@ -26,7 +26,8 @@ from typing import Any, ClassVar
 
 from syncengine.cli.driver.command import driver_file
 from syncengine.cli.driver.rendezvous import read_rendezvous, serving
-from syncengine.store import Store, StoreError
+from syncengine.local_store import Store
+from syncengine.store import StoreError
 
 REPO = Path(__file__).resolve().parents[3]
 DRIVER_FILE = Path(driver_file())

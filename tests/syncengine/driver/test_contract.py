@@ -243,7 +243,7 @@ PROCESS_BAD_INPUT = {0, 2, 4, 5, 7}
 def test_bad_input_is_a_runtime_error_and_changes_nothing(
     tmp_path: Path, kind: str, op: str, args: tuple[str, ...]
 ) -> None:
-    from syncengine.store import Store
+    from syncengine.local_store import Store
 
     path = tmp_path / "store.db"
     with Store(path) as store:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from syncengine.cli.driver.command import CONTROL_OPS, run_op
-from syncengine.store import Store
+from syncengine.local_store import Store
 from tests.syncengine.driver.contract import DRIVER_FILE, BashDriver
 
 

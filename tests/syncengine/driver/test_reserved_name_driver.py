@@ -29,7 +29,7 @@ def _rows(path: Path) -> list[tuple[object, ...]]:
 
 @pytest.fixture
 def renamed(seed: PythonDriver, store_path: Path) -> Path:
-    from syncengine.store import Store
+    from syncengine.local_store import Store
 
     seed.send("dev", "alice", "bob", "before the rename")
     with Store(store_path) as store:

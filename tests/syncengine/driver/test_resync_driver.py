@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from syncengine.cli.driver.command import run_op
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import SyncPullCursor
 from syncengine.ops.resync import SyncResyncResult, SyncResyncStatus
-from syncengine.store import Store
 from tests.syncengine.driver.contract import DRIVER_FILE
 from tests.syncengine.ops.helpers import foreign_envelope, new_key, pull_record, table
 

@@ -34,8 +34,8 @@ from syncengine.engine import Engine
 from syncengine.engine.errors import IntegrityHalted
 from syncengine.http.errors import ResyncRequired, TransientFailure
 from syncengine.ids import new_uuid7
+from syncengine.local_store import Store
 from syncengine.ops.errors import SyncCorruptState
-from syncengine.store import Store
 from tests.syncengine.engine.conftest import FAST, connect_fake
 from tests.syncengine.engine.fakerelay import RECEIVED_AT, FakeRelay, proxy_page, reply
 from wire.http_v1.messages import MessagePage, PulledMessage

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from syncengine.engine import Engine
 from syncengine.ids import new_uuid4
-from syncengine.store import Store
+from syncengine.local_store import Store
 from tests.syncengine.engine.fakerelay import FakeRelay
 from wire.age_keys import X25519Identity
 from wire.message import Message

@@ -25,7 +25,7 @@ from syncengine.engine.epochs import EpochHistory, KeyEpoch
 from syncengine.engine.evaluation import judge
 from syncengine.engine.state import ConnectionRecord
 from syncengine.ids import new_uuid4, new_uuid7
-from syncengine.store import Store
+from syncengine.local_store import Store
 from tests.syncengine.engine.fakerelay import FakeRelay
 from wire.age_keys import X25519Identity
 from wire.message import Message

@@ -11,7 +11,7 @@ import pytest
 from syncengine.engine import Engine, PushOversized
 from syncengine.http.errors import InvalidRequest, ResyncRequired, UnsupportedCipher
 from syncengine.ids import new_uuid4
-from syncengine.store import Store
+from syncengine.local_store import Store
 from tests.syncengine.engine.fakerelay import FakeRelay
 from wire.message import Message
 from wire.profiles import seal

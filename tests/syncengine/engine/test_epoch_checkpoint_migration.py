@@ -21,8 +21,8 @@ from syncengine.engine.epoch_ops import import_epochs, issue_snapshot
 from syncengine.engine.epochs import EpochHistory, EpochSnapshot, KeyEpoch
 from syncengine.engine.errors import ConfigurationError
 from syncengine.engine.security import SecurityHistory, SecurityMode
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
-from syncengine.store import Store
 from syncengine.store import migrations as mig
 from syncengine.store.connection import write_transaction
 from wire.age_keys import X25519Identity

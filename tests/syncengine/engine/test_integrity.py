@@ -12,8 +12,8 @@ import pytest
 from syncengine.engine import Engine
 from syncengine.engine.errors import EXIT_HALTED, IntegrityHalted, classify
 from syncengine.ids import new_uuid4
+from syncengine.local_store import Store
 from syncengine.ops.errors import SyncCorruptState
-from syncengine.store import Store
 from tests.syncengine.engine.fakerelay import RECEIVED_AT, FakeRelay, reply
 from wire.http_v1.messages import MessagePage, PulledMessage
 from wire.message import Message

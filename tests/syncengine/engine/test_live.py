@@ -24,8 +24,8 @@ from syncengine.engine.live import (
     write_delivery,
 )
 from syncengine.http.errors import RelayUnavailable, TeamNotFound
+from syncengine.local_store import Store
 from syncengine.ops.records import SyncPullCursor
-from syncengine.store import Store
 from tests.syncengine.ops.helpers import foreign_envelope, new_key, pull_record
 from wire.http_v1.binding import ResponseBinding
 from wire.http_v1.live import LiveWaitAnswer, LiveWaitQuery

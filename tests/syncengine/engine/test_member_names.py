@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from syncengine.engine import Engine
+from syncengine.local_store import Store
 from syncengine.ops.read_records import SyncReadContext
-from syncengine.store import Store
 from syncengine.store.reserved_names import ReservedName
 from tests.syncengine.engine.fakerelay import FakeRelay
 from wire.message import Message

@@ -12,8 +12,9 @@ import pytest
 from syncengine.cli import main
 from syncengine.cli.engine_commands import QUARANTINE_STATUSES
 from syncengine.engine import Engine
+from syncengine.local_store import Store
 from syncengine.ops.quarantine import BLOCKING_STATUSES
-from syncengine.store import InvalidInput, Store
+from syncengine.store import InvalidInput
 from tests.syncengine.engine.fakerelay import FakeRelay
 from wire.age_keys import X25519Identity
 

@@ -14,7 +14,7 @@ from syncengine.engine import Engine
 from syncengine.engine.errors import ConfigurationError
 from syncengine.http.errors import ProtocolViolation
 from syncengine.ids import new_uuid4
-from syncengine.store import Store
+from syncengine.local_store import Store
 from tests.syncengine.engine.fakerelay import FakeRelay, reply
 from wire.http_v1.read_state import FrontierItem, ReadStatePage
 from wire.message import Message
@@ -177,7 +177,7 @@ def test_the_phase_is_skipped_with_its_reason_without_the_capability(
     make_engine: MakeEngine, relay: FakeRelay, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     engine = make_engine()
-    monkeypatch.setattr("syncengine.store.store.CAPABILITIES", ("stage1-sync",))
+    monkeypatch.setattr("syncengine.local_store.CAPABILITIES", ("stage1-sync",))
     report = engine.pull().read_state
     assert report is not None and report.skipped is not None
     assert "stage2-read-state" in report.skipped

@@ -15,8 +15,8 @@ from syncengine.engine import Engine
 from syncengine.engine.errors import ResyncRefused, ResyncUnsupported, classify
 from syncengine.http.errors import ResyncRequired
 from syncengine.ids import new_uuid4
+from syncengine.local_store import Store
 from syncengine.ops.resync import SyncResync
-from syncengine.store import Store
 from tests.syncengine.engine.fakerelay import FakeRelay, reply
 from tests.syncengine.engine.test_cycle import plaintext, send
 from wire.http_v1.binding import ResponseBinding
@@ -171,7 +171,7 @@ def test_a_driver_without_stage1_resync_fails_before_any_request(
 ) -> None:
     engine = make_engine()
     fall_behind(engine, relay)
-    monkeypatch.setattr("syncengine.store.store.CAPABILITIES", ("stage1-sync",))
+    monkeypatch.setattr("syncengine.local_store.CAPABILITIES", ("stage1-sync",))
     requests = len(relay.requests)
     before = binding_row(engine)
     with pytest.raises(ResyncUnsupported):

@@ -20,7 +20,7 @@ from syncengine.engine import (
 )
 from syncengine.http.client import ClientConfig
 from syncengine.http.retry import RetryPolicy
-from syncengine.store import Store
+from syncengine.local_store import Store
 from tests.syncengine.engine.fakerelay import FakeRelay, proxy_page
 
 MakeEngine = Callable[..., Engine]

@@ -29,9 +29,9 @@ from syncengine.engine.workers import (
     worker_count,
 )
 from syncengine.ids import new_uuid4, new_uuid7
+from syncengine.local_store import Store
 from syncengine.ops.prepare_push import BlockedSeal, LocalMessage, Sealed, seal_local
 from syncengine.ops.records import SyncPrepare
-from syncengine.store import Store
 from syncengine.store.messages import OutgoingMessage
 from tests.syncengine.engine.conftest import FAST, connect_fake
 from tests.syncengine.engine.fakerelay import FakeRelay

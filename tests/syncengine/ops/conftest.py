@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
-from syncengine.store import Store
 from tests.syncengine.ops.helpers import new_key
 from wire.age_keys import X25519Identity
 

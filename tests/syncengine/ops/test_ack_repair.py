@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.errors import SyncCorruptState
 from syncengine.ops.reconcile_push import (
@@ -25,7 +26,6 @@ from syncengine.ops.reconcile_push import (
     repair_contradicted_acks,
 )
 from syncengine.ops.records import SyncPullCursor, SyncPushCandidate
-from syncengine.store import Store
 from syncengine.store.connection import write_transaction
 from tests.syncengine.ops.helpers import ack, foreign_envelope, prepare_none, pull_record, table
 

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from syncengine.ids import new_uuid4, new_uuid7
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import SyncPullCursor, SyncPullMessage, SyncPushCandidate
-from syncengine.store import InvalidInput, Store
+from syncengine.store import InvalidInput
 from tests.syncengine.ops.helpers import (
     RECEIVED,
     Classifier,

@@ -7,6 +7,7 @@ import itertools
 
 import pytest
 
+from syncengine.local_store import Store
 from syncengine.ops import states
 from syncengine.ops.bindings import BindingKey, advance_binding, load_binding
 from syncengine.ops.errors import BindingMismatch, StaleBinding, SyncUsageError
@@ -20,7 +21,7 @@ from syncengine.ops.states import (
     ReservationEvent,
     ReservationState,
 )
-from syncengine.store import InvalidInput, Store
+from syncengine.store import InvalidInput
 from tests.syncengine.ops.helpers import new_key, prepare_none, table
 
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
+from syncengine.local_store import Store
 from syncengine.ops import prepare_push as pp
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import dump_line
 from syncengine.ops.states import ReservationState
-from syncengine.store import Store
 from tests.syncengine.ops.helpers import (
     Classifier,
     FakeRelay,

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from syncengine.local_store import Store
 from syncengine.ops import read_state
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.records import SyncPullCursor
-from syncengine.store import Store
 from tests.syncengine.ops.helpers import (
     FakeRelay,
     ack,

@@ -20,6 +20,7 @@ import pytest
 
 import syncengine.store.connection as connection
 from syncengine.ids import new_uuid4, new_uuid7
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.read_records import (
     REASON_LIMIT,
@@ -37,7 +38,7 @@ from syncengine.ops.read_records import (
 from syncengine.ops.read_state import MAX_EXACT_PER_PREPARE, PrepareReadResult
 from syncengine.ops.records import SyncPullCursor, SyncPushCandidate, dump_line
 from syncengine.ops.states import IllegalTransition
-from syncengine.store import InvalidInput, Store
+from syncengine.store import InvalidInput
 from syncengine.store import teams as team_rows
 from syncengine.store.connection import write_transaction
 from tests.syncengine.ops.helpers import (

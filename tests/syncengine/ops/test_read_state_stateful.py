@@ -29,6 +29,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import syncengine.store.connection as connection
 from syncengine.ids import new_uuid7
+from syncengine.local_store import Store
 from syncengine.ops.read_records import (
     SyncReadContext,
     SyncReadExact,
@@ -36,7 +37,6 @@ from syncengine.ops.read_records import (
     SyncReadSnapshot,
 )
 from syncengine.ops.read_state import PrepareReadResult, _first_unread_seq
-from syncengine.store import Store
 from syncengine.store import teams as team_rows
 from syncengine.store.connection import write_transaction
 from tests.syncengine.ops.helpers import Classifier, FakeRelay, new_key, prepare_none

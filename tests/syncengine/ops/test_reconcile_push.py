@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from syncengine.ids import new_uuid4
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.errors import SyncCorruptState
 from syncengine.ops.records import SyncPushAck, SyncPushCandidate
-from syncengine.store import InvalidInput, Store
+from syncengine.store import InvalidInput
 from syncengine.store.connection import read_transaction
 from tests.syncengine.ops.helpers import (
     FakeRelay,

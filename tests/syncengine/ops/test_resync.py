@@ -20,11 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import syncengine.store.connection as connection
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.errors import BindingMismatch, StaleBinding
 from syncengine.ops.records import SyncPullCursor, SyncPushCandidate
 from syncengine.ops.resync import SyncResync, SyncResyncAudit, SyncResyncStatus
-from syncengine.store import Conflict, InvalidInput, Store
+from syncengine.store import Conflict, InvalidInput
 from tests.syncengine.ops.helpers import (
     ack,
     foreign_envelope,

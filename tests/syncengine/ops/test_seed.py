@@ -13,8 +13,9 @@ import apsw
 import pytest
 
 from syncengine.engine import Engine
+from syncengine.local_store import Store
 from syncengine.ops.seed import held_wire_ids, read_backup, seed_history
-from syncengine.store import InvalidInput, Store
+from syncengine.store import InvalidInput
 from tests.syncengine.engine.conftest import FAST, connect_fake
 from tests.syncengine.engine.fakerelay import FakeRelay
 from tests.syncengine.engine.test_before_join import OLD, WRITER, _joined_late, _key

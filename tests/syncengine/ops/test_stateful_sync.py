@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from syncengine.local_store import Store
 from syncengine.ops.records import SyncPrepare, SyncPullCursor, SyncPushCandidate
-from syncengine.store import Store
 from tests.syncengine.ops.helpers import (
     Classifier,
     FakeRelay,

@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from syncengine.ids import new_uuid4, new_uuid7s
+from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.prepare_push import (
     BlockedSeal,
@@ -37,7 +38,7 @@ from syncengine.ops.prepare_push import (
 )
 from syncengine.ops.reconcile_push import load_seq_owners
 from syncengine.ops.records import SyncPullCursor, SyncPullMessage, SyncPushCandidate
-from syncengine.store import OutgoingMessage, Store
+from syncengine.store import OutgoingMessage
 from syncengine.store.bulk import ROWS_PER_STATEMENT, insert_rows_returning
 from syncengine.store.errors import InvalidInput
 from syncengine.store.event_log import SentFields, import_fresh_sent, import_projected_sent

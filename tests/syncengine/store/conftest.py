@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.store import Store
+from syncengine.local_store import Store
 
 
 @pytest.fixture

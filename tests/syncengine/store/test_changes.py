@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.store import Store
+from syncengine.local_store import Store
 from syncengine.store.changes import FALLBACK_TICK, StoreBell
 
 BOUND = 30.0

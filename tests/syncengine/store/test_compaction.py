@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from syncengine.ids import new_uuid7
-from syncengine.store import Store
+from syncengine.local_store import Store
 
 AGENTS = ("alice", "bob", "carol")
 

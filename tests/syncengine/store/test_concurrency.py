@@ -7,7 +7,8 @@ import multiprocessing
 import time
 from pathlib import Path
 
-from syncengine.store import Store, StoreBusy
+from syncengine.local_store import Store
+from syncengine.store import StoreBusy
 
 SENDERS = 3
 PER_SENDER = 25

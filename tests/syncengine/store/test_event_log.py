@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.store import Conflict, InvalidInput, Store
+from syncengine.local_store import Store
+from syncengine.store import Conflict, InvalidInput
 from syncengine.store.event_log import normalize_at
 
 

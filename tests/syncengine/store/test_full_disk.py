@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.store import OutgoingMessage, Store, StoreFull
+from syncengine.local_store import Store
+from syncengine.store import OutgoingMessage, StoreFull
 from syncengine.store.connection import WAL_FOLD_OVER_BYTES
 
 SIZE = "2m"

@@ -8,7 +8,8 @@ from pathlib import Path
 import apsw
 import pytest
 
-from syncengine.store import Store, StoreBusy
+from syncengine.local_store import Store
+from syncengine.store import StoreBusy
 
 
 def _holder(path: Path) -> apsw.Connection:

@@ -8,9 +8,10 @@ from typing import Any
 import apsw
 import pytest
 
+from syncengine.local_store import Store
 from syncengine.ops.history_counts import history_counts, recount_history
 from syncengine.ops.records import SyncPullCursor
-from syncengine.store import Store, StoreTooNew
+from syncengine.store import StoreTooNew
 from syncengine.store import migrations as mig
 from syncengine.store.connection import WAL_AUTOCHECKPOINT_PAGES, open_connection
 from tests.syncengine.ops.helpers import (

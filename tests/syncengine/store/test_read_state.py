@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncengine.store import InvalidInput, Store
+from syncengine.local_store import Store
+from syncengine.store import InvalidInput
 
 AGENTS = ("alice", "bob", "carol")
 

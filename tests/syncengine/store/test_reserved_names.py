@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from syncengine.ids import new_uuid7
+from syncengine.local_store import Store
 from syncengine.ops.records import SyncPullCursor
-from syncengine.store import Conflict, Store
+from syncengine.store import Conflict
 from syncengine.store import migrations as mig
 from syncengine.store.connection import write_transaction
 from syncengine.store.reserved_names import ReservedName

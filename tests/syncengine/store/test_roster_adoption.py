@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from syncengine.ids import new_uuid7
-from syncengine.store import Conflict, Store
+from syncengine.local_store import Store
+from syncengine.store import Conflict
 from syncengine.store.connection import write_transaction
 from syncengine.store.teams import adopt_roster, team_pk
 

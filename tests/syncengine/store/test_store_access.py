@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.store import Store, StoreUnsafe
+from syncengine.local_store import Store
+from syncengine.store import StoreUnsafe
 from syncengine.store.connection import store_exposure
 
 NOBODY = 65534

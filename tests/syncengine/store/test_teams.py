@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.store import Conflict, InvalidInput, Store, UnknownTeam
+from syncengine.local_store import Store
+from syncengine.store import Conflict, InvalidInput, UnknownTeam
 from syncengine.store.teams import MAX_MEMBERS
 
 UUID7 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from syncengine.store import Store, UnknownAgent, UnknownTeam
+from syncengine.local_store import Store
+from syncengine.store import UnknownAgent, UnknownTeam
 
 
 def test_data_version_is_unchanged_until_another_connection_commits(store: Store) -> None:

@@ -1,6 +1,14 @@
 """The :class:`Store` facade: one object per store file, one transaction per
 state transition (specs/store.md §3).
 
+It sits above both :mod:`syncengine.store` (the tables and the
+transactions over them) and :mod:`syncengine.ops` (the sync operations),
+because it is the one door to both: the storage-contract verbs call
+``store`` modules, the sync verbs call ``ops`` ones. Kept inside either
+package it would make the two import each other; here the layering stays
+one-way — ``ops`` imports ``store``, ``store`` never imports ``ops``
+(ARCHITECTURE.md, "Inside syncengine"; tests/test_import_graph.py).
+
 The export/import module is imported only by the operations that use it:
 each bash-driver call is a process start, so a send pays for what it runs.
 
