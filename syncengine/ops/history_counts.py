@@ -17,7 +17,12 @@ written per 1,000-message prepare on a 1,000,000-message store.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+from syncengine.store.connection import one_row
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = ["HistoryCounts", "add_history", "history_counts", "recount_history"]
 
@@ -26,7 +31,12 @@ HistoryCounts = tuple[int, int, int]
 
 
 def add_history(
-    conn: Any, binding_pk: int, *, push: int = 0, quarantine: int = 0, reconciled: int = 0
+    conn: apsw.Connection,
+    binding_pk: int,
+    *,
+    push: int = 0,
+    quarantine: int = 0,
+    reconciled: int = 0,
 ) -> None:
     """Add one write's changes to ``binding_pk``'s totals (inside the writer's
     transaction; a binding's row is created by its first change)."""
@@ -40,7 +50,7 @@ def add_history(
         )
 
 
-def history_counts(conn: Any, binding_pk: int) -> HistoryCounts:
+def history_counts(conn: apsw.Connection, binding_pk: int) -> HistoryCounts:
     """The kept totals of ``binding_pk`` (zeros before its first row)."""
     row = conn.execute(
         "SELECT push_rows, quarantine_rows, reconciled_rows FROM sync_history_counts"
@@ -50,15 +60,17 @@ def history_counts(conn: Any, binding_pk: int) -> HistoryCounts:
     return (0, 0, 0) if row is None else (int(row[0]), int(row[1]), int(row[2]))
 
 
-def recount_history(conn: Any, binding_pk: int) -> HistoryCounts:
+def recount_history(conn: apsw.Connection, binding_pk: int) -> HistoryCounts:
     """The same totals counted from the rows themselves (reads the whole
     history: for the migration that introduces the counts and for checks)."""
-    push = conn.execute(
-        "SELECT count(*) FROM sync_push WHERE binding_pk = ?", (binding_pk,)
-    ).fetchone()[0]
-    quarantine, reconciled = conn.execute(
-        "SELECT count(*), coalesce(sum(status = 'reconciled'), 0) FROM sync_quarantine"
-        " WHERE binding_pk = ?",
-        (binding_pk,),
-    ).fetchone()
+    push = one_row(
+        conn.execute("SELECT count(*) FROM sync_push WHERE binding_pk = ?", (binding_pk,))
+    )[0]
+    quarantine, reconciled = one_row(
+        conn.execute(
+            "SELECT count(*), coalesce(sum(status = 'reconciled'), 0) FROM sync_quarantine"
+            " WHERE binding_pk = ?",
+            (binding_pk,),
+        )
+    )
     return int(push), int(quarantine), int(reconciled)

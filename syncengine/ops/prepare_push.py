@@ -31,7 +31,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from syncengine import ids
 from syncengine.crash import crash_point
@@ -45,6 +45,7 @@ from syncengine.ops.states import (
     reservation_next,
 )
 from syncengine.store.bulk import dense
+from syncengine.store.connection import Row, one_row
 from syncengine.store.errors import InvalidInput
 from syncengine.store.event_log import canonical_at
 from wire.envelope import Envelope, encode_blob
@@ -53,6 +54,9 @@ from wire.limits import ENVELOPE_VERSION, MAX_BLOB_BYTES, MAX_BODY_BYTES
 from wire.message import Message
 from wire.profiles import Binding, SealParams, seal
 from wire.scalars import check_agent_name, check_timestamp
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = [
     "MAX_PREPARE_LIMIT",
@@ -453,7 +457,9 @@ def _stored_candidate(row: tuple[Any, ...]) -> SyncPushCandidate:
     return SyncPushCandidate(row[0], row[1], row[2], envelope)
 
 
-def _open_candidates(conn: Any, binding_pk: int, limit: int, after: int) -> list[SyncPushCandidate]:
+def _open_candidates(
+    conn: apsw.Connection, binding_pk: int, limit: int, after: int
+) -> list[SyncPushCandidate]:
     rows = conn.execute(
         _OPEN_SELECT + " WHERE p.binding_pk = ? AND p.state != 'acked' AND p.state = 'reserved'"
         " AND p.local_position > ? ORDER BY p.local_position LIMIT ?",
@@ -463,21 +469,23 @@ def _open_candidates(conn: Any, binding_pk: int, limit: int, after: int) -> list
 
 
 def _work_list(
-    conn: Any, binding: SyncBinding, request: SyncPrepare, room: int
+    conn: apsw.Connection, binding: SyncBinding, request: SyncPrepare, room: int
 ) -> list[LocalMessage]:
     """Blocked positions a larger limit may admit, then new local positions."""
     if room <= 0 or not request.allow_new:
         return []
-    retry = conn.execute(
+    retry: list[Row] = conn.execute(
         _MESSAGE_SELECT + " JOIN sync_push AS p ON p.local_position = m.seq"
         " WHERE p.binding_pk = ? AND p.state = 'blocked' AND p.blocked_limit < ?"
         " ORDER BY m.seq LIMIT ?",
         (binding.pk, request.max_blob_bytes, room),
     ).fetchall()
-    high = conn.execute(
-        "SELECT max(local_position) FROM sync_push WHERE binding_pk = ?", (binding.pk,)
-    ).fetchone()[0]
-    fresh = conn.execute(
+    high = one_row(
+        conn.execute(
+            "SELECT max(local_position) FROM sync_push WHERE binding_pk = ?", (binding.pk,)
+        )
+    )[0]
+    fresh: list[Row] = conn.execute(
         _FRESH_SELECT
         + " WHERE m.team_pk = ? AND m.origin = 'local' AND m.seq > ? ORDER BY m.seq LIMIT ?",
         (binding.team_pk, high or 0, room - len(retry)),
@@ -505,7 +513,11 @@ def _chunks(work: list[LocalMessage]) -> list[list[LocalMessage]]:
 
 
 def _publish(
-    conn: Any, path: Path, binding: SyncBinding, items: list[Sealed | BlockedSeal], now: str
+    conn: apsw.Connection,
+    path: Path,
+    binding: SyncBinding,
+    items: list[Sealed | BlockedSeal],
+    now: str,
 ) -> PublishPlan:
     with sync_transaction(conn, path, "prepare.publish"):
         current = open_binding(conn, binding.key, now)
@@ -597,7 +609,7 @@ def _publish(
 
 
 def prepare_push(
-    conn: Any,
+    conn: apsw.Connection,
     path: Path,
     key: BindingKey,
     request: SyncPrepare,

@@ -10,11 +10,15 @@ listing costs the page, not the history.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncengine.ops.bindings import BindingKey, load_binding
 from syncengine.ops.states import QuarantineState
+from syncengine.store.connection import Row, one_row
 from syncengine.store.errors import InvalidInput
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = ["BLOCKING_STATUSES", "BlockedEnvelope", "count_blocked", "list_blocked"]
 
@@ -50,7 +54,7 @@ class BlockedEnvelope:
 
 
 def list_blocked(
-    conn: Any,
+    conn: apsw.Connection,
     key: BindingKey,
     *,
     status: str | None = None,
@@ -68,7 +72,7 @@ def list_blocked(
     binding = load_binding(conn, key)
     if binding is None:
         return ()
-    rows = conn.execute(
+    rows: list[Row] = conn.execute(
         "SELECT server_seq, wire_id, status, reason, cipher, key_id, server_received_at"
         f" FROM sync_quarantine WHERE binding_pk = ? AND status IN ({_IN})"
         " AND server_seq > ? AND (? IS NULL OR status = ?)"
@@ -78,11 +82,13 @@ def list_blocked(
     return tuple(BlockedEnvelope(*row) for row in rows)
 
 
-def count_blocked(conn: Any, binding_pk: int) -> int:
+def count_blocked(conn: apsw.Connection, binding_pk: int) -> int:
     """How many envelopes wait in quarantine, every held status (one count on
     the held-states index): what a ``reprocess`` will look at."""
-    row = conn.execute(
-        f"SELECT count(*) FROM sync_quarantine WHERE binding_pk = ? AND status IN ({_IN})",
-        (binding_pk,),
-    ).fetchone()
+    row = one_row(
+        conn.execute(
+            f"SELECT count(*) FROM sync_quarantine WHERE binding_pk = ? AND status IN ({_IN})",
+            (binding_pk,),
+        )
+    )
     return int(row[0])

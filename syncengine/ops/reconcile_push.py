@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from syncengine.ops.bindings import BindingKey, advance_binding, open_binding, sync_transaction
 from syncengine.ops.errors import StaleBinding, SyncCorruptState
@@ -43,7 +43,11 @@ from syncengine.ops.states import (
 )
 from syncengine.store import read_overlay
 from syncengine.store.bulk import dense
+from syncengine.store.connection import Row, all_rows, one_row
 from syncengine.store.errors import InvalidInput
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = [
     "AckRepair",
@@ -166,7 +170,7 @@ def plan_reconcile(
     return ReconcilePlan(tuple(record), tuple(conflicts))
 
 
-def contiguous_push_cursor(conn: Any, binding_pk: int, current: int) -> int:
+def contiguous_push_cursor(conn: apsw.Connection, binding_pk: int, current: int) -> int:
     """Highest position such that every reservation at or below it is acked.
 
     Two index probes: the first open (unacked or blocked) position via
@@ -174,24 +178,33 @@ def contiguous_push_cursor(conn: Any, binding_pk: int, current: int) -> int:
     key. Positions are contiguous over the team's local-origin messages
     (prepare reserves in order), so nothing unreserved hides below.
     """
-    gap = conn.execute(
-        "SELECT min(local_position) FROM sync_push INDEXED BY sync_push_open"
-        " WHERE binding_pk = ? AND state != 'acked'",
-        (binding_pk,),
-    ).fetchone()[0]
+    gap = one_row(
+        conn.execute(
+            "SELECT min(local_position) FROM sync_push INDEXED BY sync_push_open"
+            " WHERE binding_pk = ? AND state != 'acked'",
+            (binding_pk,),
+        )
+    )[0]
     if gap is None:
-        top = conn.execute(
-            "SELECT max(local_position) FROM sync_push WHERE binding_pk = ?", (binding_pk,)
-        ).fetchone()[0]
+        top = one_row(
+            conn.execute(
+                "SELECT max(local_position) FROM sync_push WHERE binding_pk = ?", (binding_pk,)
+            )
+        )[0]
     else:
-        top = conn.execute(
-            "SELECT max(local_position) FROM sync_push WHERE binding_pk = ? AND local_position < ?",
-            (binding_pk, gap),
-        ).fetchone()[0]
+        top = one_row(
+            conn.execute(
+                "SELECT max(local_position) FROM sync_push"
+                " WHERE binding_pk = ? AND local_position < ?",
+                (binding_pk, gap),
+            )
+        )[0]
     return max(current, top or 0)
 
 
-def insert_conflicts(conn: Any, binding_pk: int, conflicts: Sequence[ConflictRow], now: str) -> int:
+def insert_conflicts(
+    conn: apsw.Connection, binding_pk: int, conflicts: Sequence[ConflictRow], now: str
+) -> int:
     """Record conflicts idempotently; returns how many were new."""
     added = 0
     for row in conflicts:
@@ -217,7 +230,7 @@ def _chunks(values: list[int]) -> list[list[int]]:
 
 
 def _load_facts(
-    conn: Any, binding_pk: int, acks: Sequence[SyncPushAck]
+    conn: apsw.Connection, binding_pk: int, acks: Sequence[SyncPushAck]
 ) -> tuple[dict[int, StoredReservation], dict[int, str]]:
     reservations: dict[int, StoredReservation] = {}
     wanted = {a.local_position for a in acks}
@@ -228,10 +241,12 @@ def _load_facts(
     # generated __new__'s Python frame (a row per ack, up to 1,000 a batch).
     make = tuple.__new__
     if dense(positions):
-        for position, state, wire_id, server_seq in conn.execute(
-            select + " AND local_position BETWEEN ? AND ?",
-            (binding_pk, positions[0], positions[-1]),
-        ).fetchall():
+        for position, state, wire_id, server_seq in all_rows(
+            conn.execute(
+                select + " AND local_position BETWEEN ? AND ?",
+                (binding_pk, positions[0], positions[-1]),
+            )
+        ):
             if position in wanted:
                 reservations[position] = make(
                     StoredReservation, (position, states[state], wire_id, server_seq)
@@ -253,7 +268,9 @@ def _is_run(values: list[int]) -> bool:
     return bool(values) and values == list(range(values[0], values[0] + len(values)))
 
 
-def _plan_acks(conn: Any, binding_pk: int, acks: Sequence[SyncPushAck]) -> ReconcilePlan:
+def _plan_acks(
+    conn: apsw.Connection, binding_pk: int, acks: Sequence[SyncPushAck]
+) -> ReconcilePlan:
     """:func:`plan_reconcile` of the durable facts :func:`_load_facts` reads,
     with the answer to a fresh batch judged by whole columns.
 
@@ -276,7 +293,7 @@ def _plan_acks(conn: Any, binding_pk: int, acks: Sequence[SyncPushAck]) -> Recon
     if not (_is_run(positions) and _is_run(seqs)):
         reservations, owners = _load_facts(conn, binding_pk, acks)
         return plan_reconcile(acks, reservations, owners)
-    rows = conn.execute(
+    rows: list[Row] = conn.execute(
         "SELECT local_position, state, wire_id, server_seq FROM sync_push"
         " WHERE binding_pk = ? AND local_position BETWEEN ? AND ? ORDER BY local_position",
         (binding_pk, positions[0], positions[-1]),
@@ -298,7 +315,7 @@ def _plan_acks(conn: Any, binding_pk: int, acks: Sequence[SyncPushAck]) -> Recon
     return plan_reconcile(acks, reservations, owners)
 
 
-def load_seq_owners(conn: Any, binding_pk: int, seqs: Iterable[int]) -> dict[int, str]:
+def load_seq_owners(conn: apsw.Connection, binding_pk: int, seqs: Iterable[int]) -> dict[int, str]:
     """The wire ID that already holds each of ``seqs`` in this binding, as a
     reservation or a quarantine row (one ``server_seq`` has one owner; should
     both tables name one, the quarantine row's is the one kept)."""
@@ -356,7 +373,7 @@ def _runs(acks: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:
     return runs
 
 
-def record_acks(conn: Any, binding_pk: int, acks: Sequence[tuple[int, int]]) -> None:
+def record_acks(conn: apsw.Connection, binding_pk: int, acks: Sequence[tuple[int, int]]) -> None:
     """Mark each ``(server_seq, position)`` reservation acknowledged.
 
     The effect is exactly that of the one-row statement per ack
@@ -391,7 +408,7 @@ def record_acks(conn: Any, binding_pk: int, acks: Sequence[tuple[int, int]]) -> 
 
 
 def reconcile_push(
-    conn: Any, path: Path, key: BindingKey, acks: Sequence[SyncPushAck], now: str
+    conn: apsw.Connection, path: Path, key: BindingKey, acks: Sequence[SyncPushAck], now: str
 ) -> SyncReconcileResult:
     """Apply one complete acknowledgement set; returns the push cursor."""
     conflicts: tuple[ConflictRow, ...] = ()
@@ -487,7 +504,7 @@ def plan_ack_repair(
 
 
 def _load_repair_facts(
-    conn: Any, binding_pk: int
+    conn: apsw.Connection, binding_pk: int
 ) -> tuple[list[tuple[int, ConflictRow]], list[OwnAck]]:
     conflicts = [
         (int(row[0]), ConflictRow(row[1], row[2], int(row[3]), row[4], row[5]))
@@ -518,7 +535,7 @@ def _load_repair_facts(
     return conflicts, list(own.values())
 
 
-def repair_contradicted_acks(conn: Any, binding_pk: int) -> AckRepair:
+def repair_contradicted_acks(conn: apsw.Connection, binding_pk: int) -> AckRepair:
     """Publish again every ack-only reservation a recorded conflict
     contradicts (inside the caller's transaction: the operator's ``resume``).
 
@@ -561,10 +578,13 @@ def repair_contradicted_acks(conn: Any, binding_pk: int) -> AckRepair:
     revision, cursor = int(binding[0]), int(binding[1])
     first_open = reverted[0].position
     if first_open <= cursor:
-        below = conn.execute(
-            "SELECT max(local_position) FROM sync_push WHERE binding_pk = ? AND local_position < ?",
-            (binding_pk, first_open),
-        ).fetchone()[0]
+        below = one_row(
+            conn.execute(
+                "SELECT max(local_position) FROM sync_push"
+                " WHERE binding_pk = ? AND local_position < ?",
+                (binding_pk, first_open),
+            )
+        )[0]
         cursor = min(cursor, int(below or 0))
         conn.execute(
             "UPDATE sync_bindings SET push_cursor = ?, revision = revision + 1"

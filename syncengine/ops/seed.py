@@ -36,14 +36,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncengine.ids import new_uuid7s
 from syncengine.ops.bindings import BindingKey, load_binding, sync_transaction
 from syncengine.store import read_overlay
+from syncengine.store.connection import Row
 from syncengine.store.errors import InvalidInput
 from syncengine.store.event_log import import_projected_sent
 from syncengine.store.messages import log_tip
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = [
     "SEEDABLE_STATUSES",
@@ -152,7 +156,7 @@ def read_backup(source: Any, key: BindingKey, wire_ids: Sequence[str]) -> dict[s
     return found
 
 
-def held_wire_ids(conn: Any, key: BindingKey) -> list[str]:
+def held_wire_ids(conn: apsw.Connection, key: BindingKey) -> list[str]:
     """The wire IDs this binding holds in a seedable status (oldest first)."""
     binding = load_binding(conn, key)
     if binding is None:
@@ -169,7 +173,7 @@ def held_wire_ids(conn: Any, key: BindingKey) -> list[str]:
 
 
 def seed_history(
-    conn: Any, path: Path, key: BindingKey, backup: dict[str, SeededMessage], now: str
+    conn: apsw.Connection, path: Path, key: BindingKey, backup: dict[str, SeededMessage], now: str
 ) -> SeedResult:
     """Seed every held row of ``key``'s binding that ``backup`` (from
     :func:`read_backup`) maps, in one transaction (crash point ``seed.commit``).
@@ -186,7 +190,7 @@ def seed_history(
                 f"team {key.local_team!r} has pulled nothing from this relay team yet; run "
                 "'syncengine sync' first, then seed",
             )
-        held = conn.execute(
+        held: list[Row] = conn.execute(
             "SELECT wire_id, server_seq, envelope_v, cipher, key_id, blob FROM sync_quarantine"
             f" WHERE binding_pk = ? AND status IN ({marks}) ORDER BY server_seq",
             (binding.pk,),
@@ -231,7 +235,7 @@ def seed_history(
     return SeedResult(len(chosen), len(read), len(held) - len(chosen))
 
 
-def _mark_read(conn: Any, team_pk: int, positions: Sequence[int], now: str) -> None:
+def _mark_read(conn: apsw.Connection, team_pk: int, positions: Sequence[int], now: str) -> None:
     """A local read by each message's recipient (the backup's read state of
     those messages), then the readers' frontiers compacted."""
     if not positions:

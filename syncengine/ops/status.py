@@ -16,13 +16,16 @@ come from totals the writers keep (``sync_history_counts``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from syncengine.ops.bindings import BindingKey, SyncBinding, load_binding
 from syncengine.ops.history_counts import history_counts
 from syncengine.ops.states import QuarantineState
+from syncengine.store.connection import all_rows, one_row
 
 if TYPE_CHECKING:
+    import apsw
+
     from syncengine.ops.resync import SyncResyncAudit
 
 __all__ = ["BlockedMessage", "MemberReadStatus", "SyncStatus", "sync_status"]
@@ -74,32 +77,38 @@ class SyncStatus:
 _HELD = ", ".join(f"'{state.value}'" for state in QuarantineState if state.held)
 
 
-def _state_counts(conn: Any, binding_pk: int) -> tuple[dict[str, int], dict[str, int]]:
+def _state_counts(conn: apsw.Connection, binding_pk: int) -> tuple[dict[str, int], dict[str, int]]:
     """Reservations and quarantine rows per state, without reading the
     history (issue #17): the states that stay small through their partial
     indexes, ``acked``, ``reconciled`` and ``imported`` from the totals the
     writers keep (:mod:`syncengine.ops.history_counts`)."""
     push_rows, quarantine_rows, reconciled = history_counts(conn, binding_pk)
-    push = dict(
-        conn.execute(
-            "SELECT state, count(*) FROM sync_push INDEXED BY sync_push_open"
-            " WHERE binding_pk = ? AND state != 'acked' GROUP BY state",
-            (binding_pk,),
-        ).fetchall()
+    push: dict[str, int] = dict(
+        all_rows(
+            conn.execute(
+                "SELECT state, count(*) FROM sync_push INDEXED BY sync_push_open"
+                " WHERE binding_pk = ? AND state != 'acked' GROUP BY state",
+                (binding_pk,),
+            )
+        )
     )
     push["acked"] = push_rows - sum(push.values())
-    quarantine = dict(
-        conn.execute(
-            "SELECT status, count(*) FROM sync_quarantine INDEXED BY sync_quarantine_blocking"
-            f" WHERE binding_pk = ? AND status IN ({_HELD}) GROUP BY status",
-            (binding_pk,),
-        ).fetchall()
+    quarantine: dict[str, int] = dict(
+        all_rows(
+            conn.execute(
+                "SELECT status, count(*) FROM sync_quarantine INDEXED BY sync_quarantine_blocking"
+                f" WHERE binding_pk = ? AND status IN ({_HELD}) GROUP BY status",
+                (binding_pk,),
+            )
+        )
     )
-    quarantine["corrupt_state"] = conn.execute(
-        "SELECT count(*) FROM sync_quarantine INDEXED BY sync_quarantine_corrupt"
-        " WHERE binding_pk = ? AND status = 'corrupt_state'",
-        (binding_pk,),
-    ).fetchone()[0]
+    quarantine["corrupt_state"] = one_row(
+        conn.execute(
+            "SELECT count(*) FROM sync_quarantine INDEXED BY sync_quarantine_corrupt"
+            " WHERE binding_pk = ? AND status = 'corrupt_state'",
+            (binding_pk,),
+        )
+    )[0]
     quarantine["reconciled"] = reconciled
     quarantine["imported"] = quarantine_rows - sum(quarantine.values())
     return (
@@ -108,14 +117,14 @@ def _state_counts(conn: Any, binding_pk: int) -> tuple[dict[str, int], dict[str,
     )
 
 
-def sync_status(conn: Any, key: BindingKey) -> SyncStatus:
+def sync_status(conn: apsw.Connection, key: BindingKey) -> SyncStatus:
     binding = load_binding(conn, key)
     if binding is None:
         return SyncStatus(None, {}, {}, 0, ())
     reservations, quarantine = _state_counts(conn, binding.pk)
-    conflicts = conn.execute(
-        "SELECT count(*) FROM sync_conflicts WHERE binding_pk = ?", (binding.pk,)
-    ).fetchone()[0]
+    conflicts = one_row(
+        conn.execute("SELECT count(*) FROM sync_conflicts WHERE binding_pk = ?", (binding.pk,))
+    )[0]
     # Through the open reservations' index, in position order: the blocked
     # few, not every acknowledged reservation of the history (issue #17).
     # ``state != 'acked'`` is the index's own condition, which lets it serve.
@@ -138,9 +147,9 @@ def sync_status(conn: Any, key: BindingKey) -> SyncStatus:
     if gaps:  # ``syncengine status`` loads the resync records only for a gap (issue #17)
         from syncengine.ops.resync import SyncResyncAudit
     accepted = tuple(SyncResyncAudit(row[0], row[1]) for row in reversed(gaps))
-    floor = conn.execute(
-        "SELECT read_floor FROM sync_bindings WHERE binding_pk = ?", (binding.pk,)
-    ).fetchone()[0]
+    floor = one_row(
+        conn.execute("SELECT read_floor FROM sync_bindings WHERE binding_pk = ?", (binding.pk,))
+    )[0]
     members = tuple(
         MemberReadStatus(*row)
         for row in conn.execute(
