@@ -54,7 +54,7 @@ from syncengine.engine.workers import Workers
 from syncengine.ids import new_uuid7
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.prepare_push import LocalMessage, Sealed, seal_local
-from syncengine.ops.records import SyncPrepare
+from syncengine.ops.sync_records import SyncPrepare
 from wire import age_format
 from wire.age_frame import build_context, encode_frame, split_frame
 from wire.age_keys import X25519Identity

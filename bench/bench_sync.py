@@ -57,7 +57,7 @@ from _common import (
 from syncengine.ids import new_uuid4, new_uuid7
 from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
-from syncengine.ops.records import SyncPrepare, SyncPullCursor, SyncPullMessage, SyncPushAck
+from syncengine.ops.sync_records import SyncPrepare, SyncPullCursor, SyncPullMessage, SyncPushAck
 from syncengine.store import OutgoingMessage
 from wire.age_keys import X25519Identity
 from wire.envelope import Envelope

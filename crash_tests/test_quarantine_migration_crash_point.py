@@ -16,7 +16,7 @@ from typing import Any
 
 from syncengine.crash import CRASH_EXIT_CODE, OUTCOME_CRASH_POINTS
 from syncengine.local_store import Store
-from syncengine.ops.records import SyncPullCursor
+from syncengine.ops.sync_records import SyncPullCursor
 from syncengine.store import migrations as mig
 from syncengine.store.connection import open_connection
 from tests.syncengine.ops.helpers import foreign_envelope, new_key, pull_record

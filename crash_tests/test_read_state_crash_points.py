@@ -49,7 +49,7 @@ from syncengine.ops.read_records import (
     SyncReadSnapshot,
     SyncReadUnblock,
 )
-from syncengine.ops.records import SyncPullMessage, dump_line
+from syncengine.ops.sync_records import SyncPullMessage, dump_line
 from syncengine.store.connection import write_transaction
 from syncengine.store.teams import adopt_roster
 from tests.syncengine.ops.helpers import (

@@ -30,7 +30,7 @@ import pytest
 
 from syncengine.crash import CRASH_EXIT_CODE, NAME_CRASH_POINTS
 from syncengine.local_store import Store
-from syncengine.ops.records import SyncPullCursor
+from syncengine.ops.sync_records import SyncPullCursor
 from syncengine.store import migrations as mig
 from syncengine.store.connection import open_connection
 from syncengine.store.errors import UnknownAgent

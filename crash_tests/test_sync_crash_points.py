@@ -32,8 +32,8 @@ from syncengine.crash import CRASH_EXIT_CODE, STAGE1_CRASH_POINTS
 from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.history_counts import history_counts, recount_history
-from syncengine.ops.records import SyncPullCursor, SyncPullMessage, SyncPushAck, dump_line
 from syncengine.ops.resync import SyncResync, SyncResyncResult
+from syncengine.ops.sync_records import SyncPullCursor, SyncPullMessage, SyncPushAck, dump_line
 from tests.syncengine.ops.helpers import (
     Classifier,
     FakeRelay,

@@ -65,16 +65,16 @@ if TYPE_CHECKING:
         SyncReadUnblocked,
     )
     from syncengine.ops.read_state import PrepareReadResult
-    from syncengine.ops.records import (
+    from syncengine.ops.reprocess import ReprocessResult
+    from syncengine.ops.resync import SyncResync, SyncResyncResult, SyncResyncStatus
+    from syncengine.ops.status import SyncStatus
+    from syncengine.ops.sync_records import (
         SyncPrepare,
         SyncPullCursor,
         SyncPullMessage,
         SyncPushAck,
         SyncReconcileResult,
     )
-    from syncengine.ops.reprocess import ReprocessResult
-    from syncengine.ops.resync import SyncResync, SyncResyncResult, SyncResyncStatus
-    from syncengine.ops.status import SyncStatus
 
 __all__ = ["CAPABILITIES", "Store"]
 

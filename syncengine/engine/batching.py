@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from syncengine.engine.limits import BATCH_BYTE_BUDGET
-from syncengine.ops.records import SyncPushCandidate
+from syncengine.ops.sync_records import SyncPushCandidate
 from wire.limits import MAX_BATCH
 
 __all__ = ["ITEM_OVERHEAD_BYTES", "item_bytes", "plan_batches"]

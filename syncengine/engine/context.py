@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from syncengine.local_store import Store
     from syncengine.ops.bindings import BindingKey
     from syncengine.ops.prepare_push import BlockedSeal, LocalMessage, Sealed
-    from syncengine.ops.records import SyncPrepare
+    from syncengine.ops.sync_records import SyncPrepare
     from wire.http_v1.capabilities import Capabilities
 
 __all__ = ["CycleContext", "idle_push", "nothing_past", "probe_pull", "write_plan"]

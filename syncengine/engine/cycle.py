@@ -41,7 +41,7 @@ from syncengine.engine.reports import PullReport, PushReport, ReprocessReport
 from syncengine.engine.security import WritePlan
 from syncengine.engine.state import ConnectionRecord
 from syncengine.http.errors import AckContradiction, RequestTooLarge
-from syncengine.ops.records import (
+from syncengine.ops.sync_records import (
     SyncPrepare,
     SyncPullCursor,
     SyncPullMessage,

@@ -23,7 +23,7 @@ from typing import Protocol
 from syncengine.engine.epochs import KeyEpoch
 from syncengine.engine.security import ReadPolicy, SecurityHistory, read_policy
 from syncengine.engine.state import ConnectionRecord
-from syncengine.ops.records import MAX_REASON_CHARS, SyncPullMessage
+from syncengine.ops.sync_records import MAX_REASON_CHARS, SyncPullMessage
 from wire import none_profile
 from wire.envelope import Envelope
 from wire.http_v1.capabilities import Capabilities

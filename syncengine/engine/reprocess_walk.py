@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from syncengine.engine.errors import EXIT_HALTED, EngineError
 from syncengine.http.errors import EngineState
-from syncengine.ops.records import format_page_key
+from syncengine.ops.sync_records import format_page_key
 
 if TYPE_CHECKING:
     from syncengine.ops.reprocess import ReprocessResult

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from syncengine.engine.evaluation import Verdict
     from syncengine.ops.bindings import BindingKey
     from syncengine.ops.prepare_push import BlockedSeal, LocalMessage, Sealed
-    from syncengine.ops.records import SyncPrepare
+    from syncengine.ops.sync_records import SyncPrepare
     from wire.envelope import Envelope
 
 __all__ = [

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     # Only annotations: the engine's adoption check at the end of an idle
     # pull never defines the Stage-1 records (issue #17, start-up).
-    from syncengine.ops.records import SyncPullMessage
+    from syncengine.ops.sync_records import SyncPullMessage
 
 __all__ = [
     "Adoption",

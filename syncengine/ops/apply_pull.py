@@ -52,12 +52,6 @@ from syncengine.ops.reconcile_push import (
     insert_conflicts,
     load_seq_owners,
 )
-from syncengine.ops.records import (
-    SyncApplyOutcome,
-    SyncApplyResult,
-    SyncPullCursor,
-    SyncPullMessage,
-)
 from syncengine.ops.states import (
     QUARANTINE_STATES,
     RESERVATION_STATES,
@@ -67,6 +61,12 @@ from syncengine.ops.states import (
     ReservationState,
     quarantine_next,
     reservation_next,
+)
+from syncengine.ops.sync_records import (
+    SyncApplyOutcome,
+    SyncApplyResult,
+    SyncPullCursor,
+    SyncPullMessage,
 )
 from syncengine.store import read_overlay
 from syncengine.store.bulk import insert_rows

@@ -37,13 +37,13 @@ from syncengine import ids
 from syncengine.crash import crash_point
 from syncengine.ops.bindings import BindingKey, SyncBinding, open_binding, sync_transaction
 from syncengine.ops.history_counts import add_history
-from syncengine.ops.records import AGE_V1, SyncPrepare, SyncPushCandidate, SyncState
 from syncengine.ops.states import (
     RESERVATION_STATES,
     ReservationEvent,
     ReservationState,
     reservation_next,
 )
+from syncengine.ops.sync_records import AGE_V1, SyncPrepare, SyncPushCandidate, SyncState
 from syncengine.store.bulk import dense
 from syncengine.store.connection import Row, one_row
 from syncengine.store.errors import InvalidInput

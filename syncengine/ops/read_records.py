@@ -1,7 +1,7 @@
 """The stage-2 read-state JSONL records (read-state-synchronization.md
 "Optional read-state driver operations"; UPSTREAM-RECORDS §2.7).
 
-Strict like every sync record (:mod:`syncengine.ops.records`): exact member
+Strict like every sync record (:mod:`syncengine.ops.sync_records`): exact member
 sets, canonical decimal sequences, UUIDv7 member IDs, UUIDv4 wire IDs, and
 the bounds of HTTP v1 (at most 1,000 members and 1,000 local agents in a
 context). A failure names the line and the field.

@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from syncengine.ops.bindings import BindingKey, advance_binding, open_binding, sync_transaction
 from syncengine.ops.errors import StaleBinding, SyncCorruptState
-from syncengine.ops.records import SyncPushAck, SyncReconcileResult
 from syncengine.ops.states import (
     RESERVATION_STATES,
     ReservationEvent,
     ReservationState,
     reservation_next,
 )
+from syncengine.ops.sync_records import SyncPushAck, SyncReconcileResult
 from syncengine.store import read_overlay
 from syncengine.store.bulk import dense
 from syncengine.store.connection import Row, all_rows, one_row

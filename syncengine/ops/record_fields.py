@@ -3,7 +3,7 @@
 One complete JSON object per LF-terminated line, an exact member set per
 record type, every scalar in its canonical spelling, and a failure that
 names the line and the field (UPSTREAM-RECORDS §9.5; agmsg #829 for the
-carriage return). The Stage-1 records (:mod:`syncengine.ops.records`), the
+carriage return). The Stage-1 records (:mod:`syncengine.ops.sync_records`), the
 read-state records (:mod:`syncengine.ops.read_records`) and the resync
 records all parse through these, so a rule is written once.
 

@@ -26,14 +26,14 @@ from typing import Any
 
 from syncengine.crash import crash_point
 from syncengine.ops.bindings import BindingKey, load_binding, store_generation
-from syncengine.ops.records import (
+from syncengine.ops.states import QuarantineState
+from syncengine.ops.sync_records import (
     SyncReprocessCandidate,
     SyncReprocessPage,
     SyncState,
     format_page_key,
     parse_page_key,
 )
-from syncengine.ops.states import QuarantineState
 from syncengine.store.connection import read_transaction
 from syncengine.store.errors import InvalidInput
 from wire.envelope import Envelope

@@ -230,7 +230,7 @@ def test_rotation_waits_for_published_envelopes_of_the_old_epoch(
     (a,) = LeanTeam(live, tmp_path).age_machines("a")
     a.send("alice", "bob", "sealed, not yet posted")
     with a.engine() as engine:  # publish the reservation without posting it
-        from syncengine.ops.records import SyncPrepare
+        from syncengine.ops.sync_records import SyncPrepare
 
         epoch = engine.connection.epochs.current
         assert epoch is not None

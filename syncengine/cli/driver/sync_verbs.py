@@ -67,14 +67,14 @@ def _limit(text: str, maximum: int) -> int:
 
 
 def _dump(records: list[dict[str, Any]]) -> list[str]:
-    from syncengine.ops.records import dump_line
+    from syncengine.ops.sync_records import dump_line
 
     return [dump_line(record) for record in records]
 
 
 def _op_capabilities(store: Store | None, args: list[str], data: bytes) -> list[str]:
     from syncengine.local_store import CAPABILITIES
-    from syncengine.ops.records import SyncDriverCapabilities
+    from syncengine.ops.sync_records import SyncDriverCapabilities
 
     if args:
         if len(args) != 4:
@@ -88,7 +88,7 @@ def _op_capabilities(store: Store | None, args: list[str], data: bytes) -> list[
 
 def _op_prepare(store: Store | None, args: list[str], data: bytes) -> list[str]:
     from syncengine.ops.prepare_push import MAX_PREPARE_LIMIT
-    from syncengine.ops.records import SyncPrepare
+    from syncengine.ops.sync_records import SyncPrepare
 
     if len(args) not in (4, 5):
         raise _usage("prepare <binding…> [<limit>]   (one sync_prepare on stdin)")
@@ -101,7 +101,7 @@ def _op_prepare(store: Store | None, args: list[str], data: bytes) -> list[str]:
 
 
 def _op_reconcile(store: Store | None, args: list[str], data: bytes) -> list[str]:
-    from syncengine.ops.records import SyncPushAck, parse_jsonl
+    from syncengine.ops.sync_records import SyncPushAck, parse_jsonl
 
     if len(args) != 4:
         raise _usage("reconcile <binding…>   (sync_push_ack records on stdin)")
@@ -112,7 +112,7 @@ def _op_reconcile(store: Store | None, args: list[str], data: bytes) -> list[str
 
 
 def _op_apply(store: Store | None, args: list[str], data: bytes) -> list[str]:
-    from syncengine.ops.records import SyncPullCursor, SyncPullMessage, parse_jsonl
+    from syncengine.ops.sync_records import SyncPullCursor, SyncPullMessage, parse_jsonl
     from syncengine.store.errors import InvalidInput
 
     if len(args) != 4:
@@ -173,7 +173,7 @@ def _op_resync(store: Store | None, args: list[str], data: bytes) -> list[str]:
 
 
 def _one_record(data: bytes, op: str, kind: str) -> tuple[str, dict[str, Any]]:
-    from syncengine.ops.records import parse_jsonl
+    from syncengine.ops.sync_records import parse_jsonl
     from syncengine.store.errors import InvalidInput
 
     records = list(parse_jsonl(data))
@@ -200,7 +200,7 @@ def _op_read_prepare(store: Store | None, args: list[str], data: bytes) -> list[
 
 def _op_read_apply(store: Store | None, args: list[str], data: bytes) -> list[str]:
     from syncengine.ops.read_records import SyncReadSnapshot, parse_read_item
-    from syncengine.ops.records import parse_jsonl
+    from syncengine.ops.sync_records import parse_jsonl
     from syncengine.store.errors import InvalidInput
 
     key = _read_binding(args, "read-apply", "one sync_read_snapshot, then the page's items")

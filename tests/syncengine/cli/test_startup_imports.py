@@ -61,7 +61,7 @@ MESSAGE_PIPELINE = (
     "syncengine.engine.cycle",
     "syncengine.engine.batching",
     "syncengine.engine.evaluation",
-    "syncengine.ops.records",
+    "syncengine.ops.sync_records",
     "syncengine.ops.apply_pull",
     "syncengine.ops.prepare_push",
     "syncengine.ops.reconcile_push",
@@ -195,7 +195,7 @@ def test_status_imports_no_http_stack_crypto_cycle_or_resync_records(
     modules = imported_by("status", "--store", str(connected.store), tmp=tmp_path)
     forbidden = (
         *HTTP_STACK, *CRYPTO, *RELAY_SERVER, *HTTPX_CLI, *RELAY_CLIENT, *WORKER_POOL,
-        "syncengine.ops.records", "syncengine.ops.resync", "syncengine.engine.resync",
+        "syncengine.ops.sync_records", "syncengine.ops.resync", "syncengine.engine.resync",
         "syncengine.engine.connect",
         # the security history needs no capability document, an epoch no digest
         "wire.http_v1.capabilities", "hashlib",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from syncengine.ids import new_uuid7
-from syncengine.ops.records import SyncPushCandidate
+from syncengine.ops.sync_records import SyncPushCandidate
 from tests.syncengine.driver.contract import DRIVER_FILE, REPO, SYNCENGINE_BIN
 from tests.syncengine.ops.helpers import ack, foreign_envelope, new_key, pull_record
 

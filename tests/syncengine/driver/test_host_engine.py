@@ -18,7 +18,7 @@ import pytest
 from syncengine.ids import new_uuid7
 from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
-from syncengine.ops.records import SyncPullCursor
+from syncengine.ops.sync_records import SyncPullCursor
 from tests.support.live_relay import LiveRelay, provision, relay_fixture
 from tests.syncengine.driver.contract import DRIVER_FILE
 from tests.syncengine.driver.host_engine import (

@@ -23,7 +23,7 @@ from syncengine.cli.driver.command import run_op
 from syncengine.ids import new_uuid4, new_uuid7
 from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
-from syncengine.ops.records import SyncPullCursor
+from syncengine.ops.sync_records import SyncPullCursor
 from syncengine.store import teams as team_rows
 from syncengine.store.connection import write_transaction
 from tests.syncengine.driver.contract import DRIVER_FILE

@@ -22,8 +22,8 @@ import pytest
 from syncengine.cli.driver.command import run_op
 from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
-from syncengine.ops.records import SyncPullCursor
 from syncengine.ops.resync import SyncResyncResult, SyncResyncStatus
+from syncengine.ops.sync_records import SyncPullCursor
 from tests.syncengine.driver.contract import DRIVER_FILE
 from tests.syncengine.ops.helpers import foreign_envelope, new_key, pull_record, table
 

@@ -25,7 +25,7 @@ from syncengine.engine.live import (
 )
 from syncengine.http.errors import RelayUnavailable, TeamNotFound
 from syncengine.local_store import Store
-from syncengine.ops.records import SyncPullCursor
+from syncengine.ops.sync_records import SyncPullCursor
 from tests.syncengine.ops.helpers import foreign_envelope, new_key, pull_record
 from wire.http_v1.binding import ResponseBinding
 from wire.http_v1.live import LiveWaitAnswer, LiveWaitQuery

@@ -10,7 +10,7 @@ from syncengine.engine import ConfigurationError, SecurityHistory, SecurityMode
 from syncengine.engine.batching import item_bytes, plan_batches
 from syncengine.engine.limits import BATCH_BYTE_BUDGET, MAX_LOCAL_SECURITY_HISTORY
 from syncengine.engine.security import plan_write, read_policy
-from syncengine.ops.records import SyncPushCandidate
+from syncengine.ops.sync_records import SyncPushCandidate
 from wire.envelope import Envelope
 from wire.http_v1.binding import ResponseBinding
 from wire.http_v1.capabilities import Capabilities, PolicyEntry

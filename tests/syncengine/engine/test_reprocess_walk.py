@@ -20,8 +20,8 @@ import pytest
 from syncengine.engine import Engine
 from syncengine.engine.reprocess_walk import ReprocessWalk, ReprocessWalkBroken
 from syncengine.ids import new_uuid4
-from syncengine.ops.records import SyncReprocessPage, SyncState, format_page_key
 from syncengine.ops.reprocess import ReprocessResult
+from syncengine.ops.sync_records import SyncReprocessPage, SyncState, format_page_key
 from tests.syncengine.engine.fakerelay import FakeRelay
 from wire.envelope import Envelope, encode_blob
 
@@ -146,7 +146,7 @@ def test_the_walk_is_bounded_by_the_snapshot_it_started_from() -> None:
     """A store answering fresh keys for ever cannot outrun the relay's head."""
     walk = ReprocessWalk(limit=2, current_seq=5)
     state = SyncState("gen", 5)
-    from syncengine.ops.records import SyncReprocessCandidate
+    from syncengine.ops.sync_records import SyncReprocessCandidate
 
     seq = 0
     with pytest.raises(ReprocessWalkBroken, match=r"more pages|outside"):

@@ -31,7 +31,7 @@ from syncengine.engine.workers import (
 from syncengine.ids import new_uuid4, new_uuid7
 from syncengine.local_store import Store
 from syncengine.ops.prepare_push import BlockedSeal, LocalMessage, Sealed, seal_local
-from syncengine.ops.records import SyncPrepare
+from syncengine.ops.sync_records import SyncPrepare
 from syncengine.store.messages import OutgoingMessage
 from tests.syncengine.engine.conftest import FAST, connect_fake
 from tests.syncengine.engine.fakerelay import FakeRelay

@@ -10,7 +10,7 @@ from typing import Any
 
 from syncengine.ids import new_uuid4, new_uuid7
 from syncengine.ops.bindings import BindingKey
-from syncengine.ops.records import (
+from syncengine.ops.sync_records import (
     SyncPrepare,
     SyncPullCursor,
     SyncPullMessage,

@@ -25,7 +25,7 @@ from syncengine.ops.reconcile_push import (
     plan_ack_repair,
     repair_contradicted_acks,
 )
-from syncengine.ops.records import SyncPullCursor, SyncPushCandidate
+from syncengine.ops.sync_records import SyncPullCursor, SyncPushCandidate
 from syncengine.store.connection import write_transaction
 from tests.syncengine.ops.helpers import ack, foreign_envelope, prepare_none, pull_record, table
 

@@ -10,7 +10,7 @@ import pytest
 from syncengine.ids import new_uuid4, new_uuid7
 from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
-from syncengine.ops.records import SyncPullCursor, SyncPullMessage, SyncPushCandidate
+from syncengine.ops.sync_records import SyncPullCursor, SyncPullMessage, SyncPushCandidate
 from syncengine.store import InvalidInput
 from tests.syncengine.ops.helpers import (
     RECEIVED,
@@ -343,7 +343,7 @@ def test_an_imported_message_recovered_from_quarantine_is_never_pushed_as_new(
 def test_an_importable_projection_must_match_its_none_envelope(
     store: Store, key: BindingKey
 ) -> None:
-    from syncengine.ops.records import SyncPullMessage
+    from syncengine.ops.sync_records import SyncPullMessage
 
     wire, env = foreign_envelope(key, "real", "alice", "bob")
     obj = pull_record(1, wire, env).to_obj()

@@ -11,7 +11,6 @@ from syncengine.local_store import Store
 from syncengine.ops import states
 from syncengine.ops.bindings import BindingKey, advance_binding, load_binding
 from syncengine.ops.errors import BindingMismatch, StaleBinding, SyncUsageError
-from syncengine.ops.records import SyncPullCursor
 from syncengine.ops.states import (
     BindingEvent,
     BindingState,
@@ -21,6 +20,7 @@ from syncengine.ops.states import (
     ReservationEvent,
     ReservationState,
 )
+from syncengine.ops.sync_records import SyncPullCursor
 from syncengine.store import InvalidInput
 from tests.syncengine.ops.helpers import new_key, prepare_none, table
 

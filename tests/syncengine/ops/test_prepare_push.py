@@ -9,8 +9,8 @@ import pytest
 from syncengine.local_store import Store
 from syncengine.ops import prepare_push as pp
 from syncengine.ops.bindings import BindingKey
-from syncengine.ops.records import dump_line
 from syncengine.ops.states import ReservationState
+from syncengine.ops.sync_records import dump_line
 from tests.syncengine.ops.helpers import (
     Classifier,
     FakeRelay,
@@ -351,7 +351,7 @@ def test_prepare_publishes_every_new_reservation_of_a_call_in_one_transaction(
 
 
 def _cursor(n: int) -> Any:
-    from syncengine.ops.records import SyncPullCursor
+    from syncengine.ops.sync_records import SyncPullCursor
 
     return SyncPullCursor(n)
 

@@ -24,7 +24,7 @@ from syncengine.ops.prepare_push import (
     seal_chunk,
     seal_local,
 )
-from syncengine.ops.records import SyncPrepare
+from syncengine.ops.sync_records import SyncPrepare
 from tests.syncengine.ops.helpers import new_key, prepare_age
 from wire import age_format
 from wire.age_keys import X25519Identity

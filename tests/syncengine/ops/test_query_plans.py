@@ -16,7 +16,7 @@ import pytest
 from syncengine.local_store import Store
 from syncengine.ops import read_state
 from syncengine.ops.bindings import BindingKey
-from syncengine.ops.records import SyncPullCursor
+from syncengine.ops.sync_records import SyncPullCursor
 from tests.syncengine.ops.helpers import (
     FakeRelay,
     ack,

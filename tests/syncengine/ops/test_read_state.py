@@ -36,8 +36,8 @@ from syncengine.ops.read_records import (
     SyncReadUnblocked,
 )
 from syncengine.ops.read_state import MAX_EXACT_PER_PREPARE, PrepareReadResult
-from syncengine.ops.records import SyncPullCursor, SyncPushCandidate, dump_line
 from syncengine.ops.states import IllegalTransition
+from syncengine.ops.sync_records import SyncPullCursor, SyncPushCandidate, dump_line
 from syncengine.store import InvalidInput
 from syncengine.store import teams as team_rows
 from syncengine.store.connection import write_transaction

@@ -16,7 +16,7 @@ from syncengine.ids import new_uuid4
 from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.errors import SyncCorruptState
-from syncengine.ops.records import SyncPushAck, SyncPushCandidate
+from syncengine.ops.sync_records import SyncPushAck, SyncPushCandidate
 from syncengine.store import InvalidInput
 from syncengine.store.connection import read_transaction
 from tests.syncengine.ops.helpers import (
@@ -169,7 +169,7 @@ def test_duplicate_disposition_acks_reconcile_like_stored_ones(
 
 
 def _cursor(n: int) -> object:
-    from syncengine.ops.records import SyncPullCursor
+    from syncengine.ops.sync_records import SyncPullCursor
 
     return SyncPullCursor(n)
 

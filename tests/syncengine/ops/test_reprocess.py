@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
-from syncengine.ops.records import SyncPullCursor, SyncReprocessPage, format_page_key
+from syncengine.ops.sync_records import SyncPullCursor, SyncReprocessPage, format_page_key
 from syncengine.store import InvalidInput
 from tests.syncengine.ops.helpers import foreign_envelope, new_key, pull_record, table
 

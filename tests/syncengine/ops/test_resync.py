@@ -23,8 +23,8 @@ import syncengine.store.connection as connection
 from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.errors import BindingMismatch, StaleBinding
-from syncengine.ops.records import SyncPullCursor, SyncPushCandidate
 from syncengine.ops.resync import SyncResync, SyncResyncAudit, SyncResyncStatus
+from syncengine.ops.sync_records import SyncPullCursor, SyncPushCandidate
 from syncengine.store import Conflict, InvalidInput
 from tests.syncengine.ops.helpers import (
     ack,

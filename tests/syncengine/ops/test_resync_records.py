@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncengine.ops.records import dump_line, parse_jsonl
 from syncengine.ops.resync import (
     RESYNC_REASON,
     SyncResync,
@@ -26,6 +25,7 @@ from syncengine.ops.resync import (
     SyncResyncResult,
     SyncResyncStatus,
 )
+from syncengine.ops.sync_records import dump_line, parse_jsonl
 from syncengine.store import InvalidInput
 
 MAX_SEQ = 2**63 - 1

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from syncengine.local_store import Store
-from syncengine.ops.records import SyncPrepare, SyncPullCursor, SyncPushCandidate
+from syncengine.ops.sync_records import SyncPrepare, SyncPullCursor, SyncPushCandidate
 from tests.syncengine.ops.helpers import (
     Classifier,
     FakeRelay,

@@ -37,7 +37,7 @@ from syncengine.ops.prepare_push import (
     seal_none_chunk,
 )
 from syncengine.ops.reconcile_push import load_seq_owners
-from syncengine.ops.records import SyncPullCursor, SyncPullMessage, SyncPushCandidate
+from syncengine.ops.sync_records import SyncPullCursor, SyncPullMessage, SyncPushCandidate
 from syncengine.store import OutgoingMessage
 from syncengine.store.bulk import ROWS_PER_STATEMENT, insert_rows_returning
 from syncengine.store.errors import InvalidInput

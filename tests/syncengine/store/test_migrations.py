@@ -10,7 +10,7 @@ import pytest
 
 from syncengine.local_store import Store
 from syncengine.ops.history_counts import history_counts, recount_history
-from syncengine.ops.records import SyncPullCursor
+from syncengine.ops.sync_records import SyncPullCursor
 from syncengine.store import StoreTooNew
 from syncengine.store import migrations as mig
 from syncengine.store.connection import WAL_AUTOCHECKPOINT_PAGES, open_connection

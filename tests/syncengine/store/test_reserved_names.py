@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from syncengine.ids import new_uuid7
 from syncengine.local_store import Store
-from syncengine.ops.records import SyncPullCursor
+from syncengine.ops.sync_records import SyncPullCursor
 from syncengine.store import Conflict
 from syncengine.store import migrations as mig
 from syncengine.store.connection import write_transaction

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncengine.ops import records as r
+from syncengine.ops import sync_records as r
 from syncengine.store import InvalidInput
 from tests.syncengine.ops.helpers import foreign_envelope, new_key, pull_record
 from wire.age_keys import X25519Identity
