@@ -79,6 +79,8 @@ from wire.errors import WireError
 from wire.scalars import format_timestamp
 
 if TYPE_CHECKING:
+    import apsw
+
     from wire.http_v1.capabilities import Capabilities
 
 __all__ = [
@@ -472,7 +474,7 @@ def _refuse_fresh_history(
 
 
 def _retain_checkpoint(
-    conn: object,
+    conn: apsw.Connection,
     binding_pk: int,
     key: BindingKey,
     snapshot: EpochSnapshot | None,

@@ -31,11 +31,14 @@ mix with the epochs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from syncengine.engine.epochs import EpochHistory, EpochSnapshot, KeyEpoch
 from syncengine.engine.errors import ConfigurationError
 from syncengine.engine.security import SecurityHistory
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = [
     "MAX_CHAIN_SNAPSHOTS",
@@ -141,7 +144,7 @@ def admit(
     return snapshot.extends(held)
 
 
-def load_checkpoint(conn: Any, binding_pk: int) -> Checkpoint | None:
+def load_checkpoint(conn: apsw.Connection, binding_pk: int) -> Checkpoint | None:
     row = conn.execute(
         "SELECT epoch_revision, snapshot_sha256, writer_generation, snapshot"
         " FROM engine_epoch_checkpoints WHERE binding_pk = ?",
@@ -152,7 +155,9 @@ def load_checkpoint(conn: Any, binding_pk: int) -> Checkpoint | None:
     return Checkpoint(row[0], row[1], row[2], None if row[3] is None else bytes(row[3]))
 
 
-def save_checkpoint(conn: Any, binding_pk: int, snapshot: EpochSnapshot, now: str) -> None:
+def save_checkpoint(
+    conn: apsw.Connection, binding_pk: int, snapshot: EpochSnapshot, now: str
+) -> None:
     """Retain ``snapshot`` as the binding's checkpoint (the table's trigger
     refuses, as a last line, a lower revision or generation, or another
     digest at the same revision)."""
@@ -174,7 +179,9 @@ def save_checkpoint(conn: Any, binding_pk: int, snapshot: EpochSnapshot, now: st
     )
 
 
-def replace_checkpoint(conn: Any, binding_pk: int, snapshot: EpochSnapshot, now: str) -> None:
+def replace_checkpoint(
+    conn: apsw.Connection, binding_pk: int, snapshot: EpochSnapshot, now: str
+) -> None:
     """Forget the retained checkpoint and start at ``snapshot`` — only for
     ``connect --start-new-key-history``, the operator's explicit choice."""
     conn.execute("DELETE FROM engine_epoch_checkpoints WHERE binding_pk = ?", (binding_pk,))
@@ -182,7 +189,7 @@ def replace_checkpoint(conn: Any, binding_pk: int, snapshot: EpochSnapshot, now:
 
 
 def issue(
-    conn: Any,
+    conn: apsw.Connection,
     binding_pk: int,
     server_instance_id: str,
     team_id: str,

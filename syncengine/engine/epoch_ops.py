@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import hmac
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from syncengine.engine.epochs import (
     MAX_SNAPSHOT_BYTES,
@@ -45,6 +45,10 @@ from syncengine.engine.epochs import (
 )
 from syncengine.engine.errors import ConfigurationError
 from syncengine.engine.security import SecurityHistory
+from syncengine.store.connection import one_row
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = [
     "assign_identity",
@@ -168,7 +172,7 @@ def snapshot_of(
 
 
 def issue_snapshot(
-    conn: Any, binding_pk: int, server_instance_id: str, team_id: str, now: str
+    conn: apsw.Connection, binding_pk: int, server_instance_id: str, team_id: str, now: str
 ) -> EpochSnapshot:
     """Inside a write transaction (crash point ``engine.checkpoint``): the
     snapshot of what this machine holds, retained as its checkpoint when it
@@ -183,7 +187,9 @@ def issue_snapshot(
     return issue(conn, binding_pk, server_instance_id, team_id, epochs, security, now)
 
 
-def snapshot_adds(conn: Any, binding_pk: int, snapshot: EpochSnapshot) -> tuple[KeyEpoch, ...]:
+def snapshot_adds(
+    conn: apsw.Connection, binding_pk: int, snapshot: EpochSnapshot
+) -> tuple[KeyEpoch, ...]:
     """The epochs ``snapshot`` adds; refused, naming the expected revision and
     digest, unless it extends this machine's retained checkpoint
     (:func:`syncengine.engine.epoch_checkpoint.admit`)."""
@@ -193,15 +199,17 @@ def snapshot_adds(conn: Any, binding_pk: int, snapshot: EpochSnapshot) -> tuple[
     return admit(load_checkpoint(conn, binding_pk), snapshot, st.load_key_epochs(conn, binding_pk))
 
 
-def refuse_while_draining(conn: Any, binding_pk: int, key_id: str) -> None:
+def refuse_while_draining(conn: apsw.Connection, binding_pk: int, key_id: str) -> None:
     """Refuse a rotation while published age-v1 envelopes of another epoch
     wait for their acknowledgement (the profile's drain step): rotating now
     would let them land after the boundary, sealed to the wrong epoch."""
-    row = conn.execute(
-        "SELECT count(*) FROM sync_push WHERE binding_pk = ? AND state = 'reserved'"
-        " AND cipher = 'age-v1' AND key_id != ?",
-        (binding_pk, key_id),
-    ).fetchone()
+    row = one_row(
+        conn.execute(
+            "SELECT count(*) FROM sync_push WHERE binding_pk = ? AND state = 'reserved'"
+            " AND cipher = 'age-v1' AND key_id != ?",
+            (binding_pk, key_id),
+        )
+    )
     if row[0]:
         raise ConfigurationError(
             f"{row[0]} envelope(s) sealed to an older epoch are published but not yet "
@@ -224,7 +232,7 @@ def inherited_identity(history: EpochHistory, candidate: EpochHistory, key_id: s
 
 
 def rotate(
-    conn: Any,
+    conn: apsw.Connection,
     binding_pk: int,
     key_id: str,
     recipients: tuple[str, ...],
@@ -259,16 +267,22 @@ def rotate(
     return rotated
 
 
-def _binding_ids(conn: Any, binding_pk: int) -> tuple[str, str]:
-    row = conn.execute(
-        "SELECT server_instance_id, remote_team_id FROM sync_bindings WHERE binding_pk = ?",
-        (binding_pk,),
-    ).fetchone()
+def _binding_ids(conn: apsw.Connection, binding_pk: int) -> tuple[str, str]:
+    row = one_row(
+        conn.execute(
+            "SELECT server_instance_id, remote_team_id FROM sync_bindings WHERE binding_pk = ?",
+            (binding_pk,),
+        )
+    )
     return str(row[0]), str(row[1])
 
 
 def import_epochs(
-    conn: Any, binding_pk: int, snapshot: EpochSnapshot, identities: dict[str, str], now: str
+    conn: apsw.Connection,
+    binding_pk: int,
+    snapshot: EpochSnapshot,
+    identities: dict[str, str],
+    now: str,
 ) -> tuple[EpochHistory, tuple[KeyEpoch, ...]]:
     """One transaction: append what ``snapshot`` adds to the held history
     (refused when it would roll back or rewrite it), with this machine's

@@ -13,7 +13,7 @@ here. The identity file is stored by path, never by content.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncengine.engine.epochs import EpochHistory, KeyEpoch
 from syncengine.engine.errors import AlreadyConnected, FailureRecord, NotConnected
@@ -32,7 +32,11 @@ from syncengine.http.errors import (
 )
 from syncengine.ops.bindings import BindingKey, SyncBinding, open_binding
 from syncengine.store import teams
+from syncengine.store.connection import Row, one_row
 from syncengine.store.errors import UnknownTeam
+
+if TYPE_CHECKING:
+    import apsw
 
 __all__ = [
     "REPLACE_RESOLVES",
@@ -120,7 +124,7 @@ class ConnectionRecord:
         return current.identity_path if current else None
 
 
-def _record(conn: Any, row: tuple[Any, ...]) -> ConnectionRecord:
+def _record(conn: apsw.Connection, row: tuple[Any, ...]) -> ConnectionRecord:
     return ConnectionRecord(
         binding_pk=row[0],
         local_team=row[1],
@@ -136,8 +140,8 @@ def _record(conn: Any, row: tuple[Any, ...]) -> ConnectionRecord:
     )
 
 
-def load_key_epochs(conn: Any, binding_pk: int) -> EpochHistory:
-    rows = conn.execute(
+def load_key_epochs(conn: apsw.Connection, binding_pk: int) -> EpochHistory:
+    rows: list[Row] = conn.execute(
         "SELECT revision, effective_from_seq, key_id, recipients, identity_path"
         " FROM engine_key_epochs WHERE binding_pk = ? ORDER BY revision",
         (binding_pk,),
@@ -147,7 +151,7 @@ def load_key_epochs(conn: Any, binding_pk: int) -> EpochHistory:
     )
 
 
-def append_key_epoch(conn: Any, binding_pk: int, epoch: KeyEpoch, now: str) -> None:
+def append_key_epoch(conn: apsw.Connection, binding_pk: int, epoch: KeyEpoch, now: str) -> None:
     """Append one epoch; the primary key and ``UNIQUE (key_id)`` refuse a
     concurrent duplicate revision or a reused key ID."""
     conn.execute(
@@ -165,12 +169,12 @@ def append_key_epoch(conn: Any, binding_pk: int, epoch: KeyEpoch, now: str) -> N
     )
 
 
-def list_connections(conn: Any) -> list[ConnectionRecord]:
+def list_connections(conn: apsw.Connection) -> list[ConnectionRecord]:
     rows = conn.execute(_SELECT + " ORDER BY t.name").fetchall()
     return [_record(conn, row) for row in rows]
 
 
-def connection_for(conn: Any, local_team: str | None) -> ConnectionRecord:
+def connection_for(conn: apsw.Connection, local_team: str | None) -> ConnectionRecord:
     """The connection of ``local_team``, or the only one when ``None``."""
     if local_team is None:
         found = list_connections(conn)
@@ -190,7 +194,7 @@ def connection_for(conn: Any, local_team: str | None) -> ConnectionRecord:
 
 
 def insert_connection(
-    conn: Any,
+    conn: apsw.Connection,
     key: BindingKey,
     *,
     endpoint: str,
@@ -238,8 +242,8 @@ def insert_connection(
     return binding
 
 
-def load_security_history(conn: Any, binding_pk: int) -> SecurityHistory:
-    rows = conn.execute(
+def load_security_history(conn: apsw.Connection, binding_pk: int) -> SecurityHistory:
+    rows: list[Row] = conn.execute(
         "SELECT revision, effective_from_seq, minimum_security_mode"
         " FROM engine_security_history WHERE binding_pk = ? ORDER BY revision",
         (binding_pk,),
@@ -247,7 +251,9 @@ def load_security_history(conn: Any, binding_pk: int) -> SecurityHistory:
     return SecurityHistory(tuple(SecurityEntry(r[0], r[1], SecurityMode(r[2])) for r in rows))
 
 
-def append_security_entry(conn: Any, binding_pk: int, entry: SecurityEntry, now: str) -> None:
+def append_security_entry(
+    conn: apsw.Connection, binding_pk: int, entry: SecurityEntry, now: str
+) -> None:
     """Append one revision (the primary key refuses a concurrent duplicate)."""
     conn.execute(
         "INSERT INTO engine_security_history (binding_pk, revision, effective_from_seq,"
@@ -256,7 +262,7 @@ def append_security_entry(conn: Any, binding_pk: int, entry: SecurityEntry, now:
     )
 
 
-def set_identity_path(conn: Any, binding_pk: int, key_id: str, path: str) -> None:
+def set_identity_path(conn: apsw.Connection, binding_pk: int, key_id: str, path: str) -> None:
     """This machine's identity for epoch ``key_id`` (a path, never the secret)."""
     conn.execute(
         "UPDATE engine_key_epochs SET identity_path = ? WHERE binding_pk = ? AND key_id = ?",
@@ -289,19 +295,21 @@ class EngineStatusRow:
         return self.resync_after is not None
 
 
-def load_status(conn: Any, binding_pk: int) -> EngineStatusRow:
-    row = conn.execute(
-        "SELECT state, last_success_at, last_failure_at, failures_since_success,"
-        " last_error_code, last_error_class, last_error_http_status, last_error_message,"
-        " last_error_remediation, resync_after, resync_min_available_seq, resync_recorded_at,"
-        " halt_code, halt_message, halt_at"
-        " FROM engine_status WHERE binding_pk = ?",
-        (binding_pk,),
-    ).fetchone()
+def load_status(conn: apsw.Connection, binding_pk: int) -> EngineStatusRow:
+    row = one_row(
+        conn.execute(
+            "SELECT state, last_success_at, last_failure_at, failures_since_success,"
+            " last_error_code, last_error_class, last_error_http_status, last_error_message,"
+            " last_error_remediation, resync_after, resync_min_available_seq, resync_recorded_at,"
+            " halt_code, halt_message, halt_at"
+            " FROM engine_status WHERE binding_pk = ?",
+            (binding_pk,),
+        )
+    )
     return EngineStatusRow(*row)
 
 
-def record_success(conn: Any, binding_pk: int, now: str) -> None:
+def record_success(conn: apsw.Connection, binding_pk: int, now: str) -> None:
     """A completed cycle: ``ok`` unless a durable resync marker still stands."""
     conn.execute(
         "UPDATE engine_status SET state = CASE WHEN resync_after IS NULL THEN 'ok'"
@@ -311,7 +319,9 @@ def record_success(conn: Any, binding_pk: int, now: str) -> None:
     )
 
 
-def record_failure(conn: Any, binding_pk: int, failure: FailureRecord, now: str) -> None:
+def record_failure(
+    conn: apsw.Connection, binding_pk: int, failure: FailureRecord, now: str
+) -> None:
     conn.execute(
         "UPDATE engine_status SET state = ?, last_failure_at = ?,"
         " failures_since_success = failures_since_success + 1, last_error_code = ?,"
@@ -330,7 +340,7 @@ def record_failure(conn: Any, binding_pk: int, failure: FailureRecord, now: str)
     )
 
 
-def record_resync(conn: Any, binding_pk: int, after: int, floor: int, now: str) -> None:
+def record_resync(conn: apsw.Connection, binding_pk: int, after: int, floor: int, now: str) -> None:
     """The 410 marker: durable, visible, and never cleared by a restart."""
     conn.execute(
         "UPDATE engine_status SET state = 'resync-required', resync_after = ?,"
@@ -339,7 +349,7 @@ def record_resync(conn: Any, binding_pk: int, after: int, floor: int, now: str) 
     )
 
 
-def clear_resync(conn: Any, binding_pk: int) -> bool:
+def clear_resync(conn: apsw.Connection, binding_pk: int) -> bool:
     """A page was served from our cursor again (an operator resync moved it)."""
     conn.execute(
         "UPDATE engine_status SET resync_after = NULL, resync_min_available_seq = NULL,"
@@ -349,16 +359,18 @@ def clear_resync(conn: Any, binding_pk: int) -> bool:
     return bool(conn.changes())
 
 
-def load_seen(conn: Any, binding_pk: int) -> tuple[int, int]:
+def load_seen(conn: apsw.Connection, binding_pk: int) -> tuple[int, int]:
     """The newest relay ``(floor, current_seq)`` this binding has recorded."""
-    row = conn.execute(
-        "SELECT seen_floor, seen_current_seq FROM engine_status WHERE binding_pk = ?",
-        (binding_pk,),
-    ).fetchone()
+    row = one_row(
+        conn.execute(
+            "SELECT seen_floor, seen_current_seq FROM engine_status WHERE binding_pk = ?",
+            (binding_pk,),
+        )
+    )
     return int(row[0]), int(row[1])
 
 
-def record_seen(conn: Any, binding_pk: int, floor: int, current: int) -> None:
+def record_seen(conn: apsw.Connection, binding_pk: int, floor: int, current: int) -> None:
     """Max-merge what the relay's authenticated snapshots reported."""
     conn.execute(
         "UPDATE engine_status SET seen_floor = max(seen_floor, ?),"
@@ -367,7 +379,7 @@ def record_seen(conn: Any, binding_pk: int, floor: int, current: int) -> None:
     )
 
 
-def load_halt(conn: Any, binding_pk: int) -> tuple[str, str, str] | None:
+def load_halt(conn: apsw.Connection, binding_pk: int) -> tuple[str, str, str] | None:
     """The durable integrity halt ``(code, message, at)``, if one stands."""
     row = conn.execute(
         "SELECT halt_code, halt_message, halt_at FROM engine_status"
@@ -377,7 +389,7 @@ def load_halt(conn: Any, binding_pk: int) -> tuple[str, str, str] | None:
     return None if row is None else (str(row[0]), str(row[1]), str(row[2]))
 
 
-def record_halt(conn: Any, binding_pk: int, code: str, message: str, now: str) -> None:
+def record_halt(conn: apsw.Connection, binding_pk: int, code: str, message: str, now: str) -> None:
     """The relay contradicted this machine: stop the binding until an operator
     resumes it (the first evidence is kept)."""
     conn.execute(
@@ -413,7 +425,12 @@ REPLACE_RESOLVES: tuple[str, ...] = tuple(
 
 
 def replace_credential(
-    conn: Any, binding_pk: int, *, endpoint: str, credential_id: str, credential_path: str
+    conn: apsw.Connection,
+    binding_pk: int,
+    *,
+    endpoint: str,
+    credential_id: str,
+    credential_path: str,
 ) -> None:
     """``connect --replace``: the binding presents a new credential (and
     reaches the relay at ``endpoint``); nothing else of it changes, except
@@ -436,7 +453,7 @@ def replace_credential(
     )
 
 
-def remove_connection(conn: Any, binding_pk: int) -> None:
+def remove_connection(conn: apsw.Connection, binding_pk: int) -> None:
     """``disconnect``: the connection goes (status, security history, the
     engine row); the Stage-1 binding and everything it maps stays."""
     for table in (
@@ -448,7 +465,7 @@ def remove_connection(conn: Any, binding_pk: int) -> None:
         conn.execute(f"DELETE FROM {table} WHERE binding_pk = ?", (binding_pk,))
 
 
-def clear_halt(conn: Any, binding_pk: int) -> bool:
+def clear_halt(conn: apsw.Connection, binding_pk: int) -> bool:
     """The operator's ``resume``: returns whether a halt stood.
 
     The newest snapshot the relay *claimed* (``seen_*``) is forgotten with the
@@ -466,7 +483,7 @@ def clear_halt(conn: Any, binding_pk: int) -> bool:
     return bool(conn.changes())
 
 
-def record_resync_accepted(conn: Any, binding_pk: int) -> None:
+def record_resync_accepted(conn: apsw.Connection, binding_pk: int) -> None:
     """An operator accepted the gap: the marker goes, and a binding that was
     stopped only by it is ``ok`` again (its next pull starts at the floor)."""
     conn.execute(
@@ -477,16 +494,20 @@ def record_resync_accepted(conn: Any, binding_pk: int) -> None:
     )
 
 
-def pending_push_count(conn: Any, binding: SyncBinding) -> int:
+def pending_push_count(conn: apsw.Connection, binding: SyncBinding) -> int:
     """Local-origin messages of the team not yet acknowledged by the relay."""
-    after_cursor = conn.execute(
-        "SELECT count(*) FROM messages INDEXED BY messages_local_by_team"
-        " WHERE team_pk = ? AND origin = 'local' AND seq > ?",
-        (binding.team_pk, binding.push_cursor),
-    ).fetchone()[0]
-    acked_above = conn.execute(
-        "SELECT count(*) FROM sync_push WHERE binding_pk = ? AND state = 'acked'"
-        " AND local_position > ?",
-        (binding.pk, binding.push_cursor),
-    ).fetchone()[0]
+    after_cursor = one_row(
+        conn.execute(
+            "SELECT count(*) FROM messages INDEXED BY messages_local_by_team"
+            " WHERE team_pk = ? AND origin = 'local' AND seq > ?",
+            (binding.team_pk, binding.push_cursor),
+        )
+    )[0]
+    acked_above = one_row(
+        conn.execute(
+            "SELECT count(*) FROM sync_push WHERE binding_pk = ? AND state = 'acked'"
+            " AND local_position > ?",
+            (binding.pk, binding.push_cursor),
+        )
+    )[0]
     return int(after_cursor - acked_above)
