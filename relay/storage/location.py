@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import apsw
+
 from relay.errors import OperatorError
 from relay.storage.base import RelayStore
 from relay.storage.placement import PlacedRelayStore, is_placement, load_placement
@@ -78,9 +80,10 @@ def initialize(location: str) -> str:
     """Create a new relay database (or schema) and return its server_instance_id.
 
     A placement's default database mints the identity and every other one
-    is created with it; a database already holding the relay schema is
-    refused as for a single URL (nothing of the others is undone: run init
-    again once the cause is fixed and it refuses only the ones done)."""
+    is created with it, in the file's order; a database already holding the
+    relay schema is refused as for a single URL. A failure part-way leaves the
+    databases before it initialized and still empty of teams: drop their
+    ``syncengine_relay`` schema, fix the cause, and run init again."""
     if is_placement(location):
         backend = _postgres()
         placement = load_placement(location)
@@ -185,8 +188,6 @@ def _existing_file(location: str) -> Path:
 def _sqlite_tables(path: Path) -> set[str] | None:
     """The table names of an SQLite file, looked at read-only; ``None`` when
     it is not an SQLite database (or cannot be read as one)."""
-    import apsw
-
     try:
         conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     except apsw.Error:
@@ -204,7 +205,10 @@ def _reachable(url: str) -> None:
     """One plain connection before the pool: a server that is down, a wrong
     port or a refused login is reported once, naming host, port and the
     server's own words, instead of the pool's retries and "unavailable"."""
+    # lazy: an optional extra (psycopg)
     import psycopg
+
+    # lazy: an optional extra (psycopg)
     from psycopg.conninfo import conninfo_to_dict
 
     try:
