@@ -30,7 +30,7 @@ import os
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from syncengine.store import messages, read_state, teams
 from syncengine.store.connection import (
@@ -50,6 +50,8 @@ from syncengine.store.records import MessageSent, Team, WatchResult
 from wire.scalars import format_timestamp
 
 if TYPE_CHECKING:
+    import apsw
+
     from syncengine.ops.apply_pull import ApplyResult
     from syncengine.ops.bindings import BindingKey, SyncBinding
     from syncengine.ops.prepare_push import PrepareResult, SealAll
@@ -104,7 +106,7 @@ class Store:
     ) -> None:
         self.path: Path = resolve_store_path(path)
         self.busy_timeout_ms = busy_timeout_ms
-        self._conn: Any = None
+        self._conn: apsw.Connection | None = None
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -121,7 +123,7 @@ class Store:
             conn, self._conn = self._conn, None
             close_connection(conn, self.path)
 
-    def _connect(self, *, create: bool) -> Any:
+    def _connect(self, *, create: bool) -> apsw.Connection:
         if self._conn is None:
             conn = open_connection(self.path, create=create, busy_timeout_ms=self.busy_timeout_ms)
             try:
@@ -140,7 +142,7 @@ class Store:
             self._conn = conn
         return self._conn
 
-    def _check_meta(self, conn: Any) -> None:
+    def _check_meta(self, conn: apsw.Connection) -> None:
         lost = missing_tables(conn)
         if lost:
             raise CorruptStore(
@@ -154,14 +156,14 @@ class Store:
             raise CorruptStore(f"store {self.path} has no driver generation")
 
     @property
-    def conn(self) -> Any:
+    def conn(self) -> apsw.Connection:
         return self._connect(create=False)
 
-    def _write_conn(self) -> Any:
+    def _write_conn(self) -> apsw.Connection:
         """The connection for a contract write: the store is created on first use."""
         return self._connect(create=True)
 
-    def _read_conn(self) -> Any | None:
+    def _read_conn(self) -> apsw.Connection | None:
         """The connection for a contract read, or ``None`` when there is no
         store yet (a read never creates one). A damaged file still fails."""
         if self._conn is not None:
@@ -199,9 +201,9 @@ class Store:
 
     def driver_generation(self) -> str:
         with translate_sqlite_errors(self.path):
-            row = self.conn.execute(
-                "SELECT value FROM store_meta WHERE key = 'driver_generation'"
-            ).fetchone()
+            row = one_row(
+                self.conn.execute("SELECT value FROM store_meta WHERE key = 'driver_generation'")
+            )
         value: str = row[0]
         return value
 
@@ -302,7 +304,7 @@ class Store:
         nothing and re-reads the messages only after a change; it takes no
         lock beyond a momentary read. A missing store is not created."""
         with translate_sqlite_errors(self.path):
-            row = self.conn.execute("PRAGMA data_version").fetchone()
+            row = one_row(self.conn.execute("PRAGMA data_version"))
         return int(row[0])
 
     def watch_tip(self, pairs: Sequence[str]) -> str:
@@ -371,7 +373,7 @@ class Store:
 
     # -- Stage-1 sync (specs/sync-stage1.md) --------------------------------------
 
-    def _sync_conn(self) -> Any:
+    def _sync_conn(self) -> apsw.Connection:
         """The connection for a sync verb: the store is created on first use.
 
         A host clones a team onto a machine that never wrote a message, and

@@ -109,7 +109,7 @@ def _restore(args: argparse.Namespace) -> int:
     try:
         with Store(args.store) as current:
             target = current.path.absolute()
-            bindings = (
+            bindings: list[tuple[Any, ...]] = (
                 current.conn.execute(
                     "SELECT server_instance_id, remote_team_id FROM sync_bindings"
                 ).fetchall()
