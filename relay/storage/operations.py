@@ -23,7 +23,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from relay.admission import ExistingId, plan_batch
 from relay.crash import crash_point
 from relay.errors import (
     CredentialScopeViolation,
@@ -43,6 +42,7 @@ from relay.limits import (
     STORABLE_CIPHERS,
 )
 from relay.storage import steps
+from relay.storage.admission import ExistingId, plan_batch
 from relay.storage.dialect import Tx
 from relay.storage.records import (
     Access,

@@ -5,7 +5,7 @@ and issues the statements of one step — resolve the team, authenticate,
 read the policy history, replace a roster, merge and page read state,
 retain — in the :class:`~relay.storage.dialect.Dialect` of that transaction.
 The rules themselves are cited where they are enforced; the pure ones that
-need no data live in :mod:`relay.storage.rules` and :mod:`relay.admission`.
+need no data live in :mod:`relay.storage.rules` and :mod:`relay.storage.admission`.
 
 Locks: a step that decides from the team row asks for it with ``lock=True``
 (or a :class:`CredentialLock`), which is a row lock on PostgreSQL and nothing

@@ -1,4 +1,4 @@
-"""Pure batch admission (relay.admission.plan_batch): the spec's decision order."""
+"""Pure batch admission (relay.storage.admission.plan_batch): the spec's decision order."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relay.admission import ExistingId, plan_batch
 from relay.errors import (
     CipherPolicyViolation,
     MessageUuidConflict,
@@ -16,6 +15,7 @@ from relay.errors import (
     UnsupportedCipher,
 )
 from relay.limits import MAX_SEQ
+from relay.storage.admission import ExistingId, plan_batch
 from relay.storage.records import IncomingMessage, PolicyEntry
 from wire.envelope import Envelope
 

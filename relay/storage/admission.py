@@ -18,6 +18,10 @@ is length-prefixed over ``v``, ``cipher``, ``key_id`` and the decoded blob,
 and canonical base64 is a bijection, so two envelopes have equal digests
 exactly when their RFC 8785 bytes are equal (up to SHA-256 collisions, a
 risk the spec accepts). Storage wraps :func:`plan_batch` in one transaction.
+
+It lives in ``relay.storage`` because storage is its only caller and it
+decides over storage's own records (``IncomingMessage``, ``Ack``): as a
+module beside the package they imported each other.
 """
 
 from __future__ import annotations
