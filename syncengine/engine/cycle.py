@@ -30,7 +30,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from syncengine.engine.batching import plan_batches
 from syncengine.engine.context import CycleContext, nothing_past, probe_pull, write_plan
@@ -78,7 +78,10 @@ __all__ = [
 if TYPE_CHECKING:
     from concurrent.futures import Executor, Future
 
+    import apsw
+
     from syncengine.http.client import EncodedBatch
+    from syncengine.ops.bindings import SyncBinding
     from syncengine.ops.prepare_push import PrepareResult
 
 _log = logging.getLogger("syncengine.engine")
@@ -376,7 +379,7 @@ def _blocked(ctx: CycleContext) -> int | None:
     return _count(ctx, lambda conn, binding: count_blocked(conn, binding.pk))
 
 
-def _count(ctx: CycleContext, count: Callable[[Any, Any], int]) -> int | None:
+def _count(ctx: CycleContext, count: Callable[[apsw.Connection, SyncBinding], int]) -> int | None:
     """One read-only count for a progress total (``None`` before any binding)."""
     from syncengine.store.connection import read_transaction
 

@@ -472,7 +472,7 @@ class Engine:
             workers=self._offer_workers,
         )
 
-    def _write(self, point: str, action: Callable[[Any], T]) -> T:
+    def _write(self, point: str, action: Callable[[apsw.Connection], T]) -> T:
         """One write transaction, bracketed by the crash points ``point.before_commit``
         and ``point.after_commit`` (syncengine/crash.py)."""
         with write_transaction(self.store.conn, self.store.path, point) as conn:

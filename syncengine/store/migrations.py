@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from syncengine.ids import new_uuid4
 from syncengine.store.connection import all_rows, write_transaction
@@ -662,7 +662,7 @@ def _v16_reserved_names(conn: apsw.Connection) -> None:
 
 
 #: Migration ``i`` takes the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[Callable[[Any], None], ...] = (
+MIGRATIONS: tuple[Callable[[apsw.Connection], None], ...] = (
     _v1_registry,
     _v2_message_log,
     _v3_sync_stage1,
