@@ -24,7 +24,7 @@ from tests.syncengine.ops.helpers import foreign_envelope, new_key, pull_record
 REPO = Path(__file__).resolve().parents[1]
 OPEN = """
 import sys
-from syncengine.store import Store
+from syncengine.local_store import Store
 with Store(sys.argv[1]) as store:
     store.team("dev")
 """

@@ -47,14 +47,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 RENAME = """
 import sys
-from syncengine.store import Store
+from syncengine.local_store import Store
 with Store(sys.argv[1]) as store:
     store.rename_member("dev", "bob", "robert")
 """
 
 OPEN = """
 import sys
-from syncengine.store import Store
+from syncengine.local_store import Store
 with Store(sys.argv[1]) as store:
     store.team("dev")
 """

@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: The child: open the store, make one method call, exit.
 CHILD = """
 import json, sys
-from syncengine.store import Store
+from syncengine.local_store import Store
 with Store(sys.argv[1]) as store:
     getattr(store, sys.argv[2])(*json.loads(sys.argv[3]))
 """

@@ -31,7 +31,7 @@ def test_a_send_by_another_process_rings_the_bell(store: Path) -> None:
         assert bell.watching and bell.tick is None
         bell.bell.clear()
         subprocess.run(
-            [sys.executable, "-c", "from syncengine.store import Store;"
+            [sys.executable, "-c", "from syncengine.local_store import Store;"
              f"Store({str(store)!r}).send('crew', 'bob', 'alice', 'from afar')"],
             check=True,
             timeout=60,
