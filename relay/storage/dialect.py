@@ -35,11 +35,29 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["BulkTable", "Dialect", "Tx", "insert_statement"]
+__all__ = ["BulkTable", "Dialect", "SqlConnection", "SqlCursor", "Tx", "insert_statement"]
 
 Params = Sequence[Any] | Mapping[str, Any] | None
+
+
+class SqlCursor(Protocol):
+    """What the shared steps read from a statement's cursor. A row's values
+    are typed by the schema, which neither driver's types know: ``Any``."""
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class SqlConnection(Protocol):
+    """The part of a connection the shared steps use, which both backends'
+    own connections have: ``apsw.Connection`` (SQLite) and
+    ``psycopg.Connection`` (PostgreSQL) run a statement with its parameters
+    and return a cursor. A Protocol, because a step takes either kind."""
+
+    def execute(self, query: str, params: Params = None, /) -> SqlCursor: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +140,7 @@ class Tx:
 
     __slots__ = ("conn", "dialect")
 
-    def __init__(self, conn: Any, dialect: Dialect) -> None:
+    def __init__(self, conn: SqlConnection, dialect: Dialect) -> None:
         self.conn = conn
         self.dialect = dialect
 

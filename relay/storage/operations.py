@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from relay.crash import crash_point
 from relay.errors import (
@@ -43,7 +43,7 @@ from relay.limits import (
 )
 from relay.storage import steps
 from relay.storage.admission import ExistingId, plan_batch
-from relay.storage.dialect import Tx
+from relay.storage.dialect import SqlConnection, Tx
 from relay.storage.records import (
     Access,
     CapabilitySnapshot,
@@ -76,7 +76,7 @@ __all__ = ["SqlRelayStore", "commit"]
 T = TypeVar("T")
 
 
-def commit(conn: Any, name: str | None) -> None:
+def commit(conn: SqlConnection, name: str | None) -> None:
     """COMMIT ``conn``'s transaction; a named one passes its two crash points."""
     if name is not None:
         crash_point(f"{name}.before_commit")
