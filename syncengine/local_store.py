@@ -43,10 +43,10 @@ from syncengine.store.connection import (
     write_transaction,
 )
 from syncengine.store.errors import CorruptStore, InvalidInput, StoreNotInitialized
+from syncengine.store.log_records import MessageSent, Team, WatchResult
 from syncengine.store.messages import OutgoingMessage
 from syncengine.store.migrations import LATEST_VERSION, migrate, missing_tables, schema_version
 from syncengine.store.paths import resolve_store_path
-from syncengine.store.records import MessageSent, Team, WatchResult
 from wire.scalars import format_timestamp
 
 if TYPE_CHECKING:

@@ -24,9 +24,9 @@ from syncengine.store.errors import (
     UnknownMessage,
     UnknownTeam,
 )
+from syncengine.store.log_records import Member, MessageRead, MessageSent, Team, WatchResult
 from syncengine.store.messages import OutgoingMessage
 from syncengine.store.paths import default_store_path, resolve_store_path
-from syncengine.store.records import Member, MessageRead, MessageSent, Team, WatchResult
 
 __all__ = [
     "Conflict",

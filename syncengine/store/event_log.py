@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from syncengine.store.bulk import insert_rows_returning
 from syncengine.store.connection import Row, one_row
 from syncengine.store.errors import Conflict, InvalidInput
+from syncengine.store.log_records import ORIGIN_IMPORTED, ORIGIN_LOCAL, dump_record
 from syncengine.store.messages import check_body, log_tip
 from syncengine.store.names import check_message_id
 from syncengine.store.read_state import advance_frontier
-from syncengine.store.records import ORIGIN_IMPORTED, ORIGIN_LOCAL, dump_record
 from syncengine.store.reserved_names import FORMER_HOLDER
 from syncengine.store.teams import NameCache, intern_pair
 from wire.errors import WireError

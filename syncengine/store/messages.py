@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from syncengine.ids import new_uuid7s
 from syncengine.store.connection import Row
 from syncengine.store.errors import CorruptStore, InvalidInput
+from syncengine.store.log_records import ORIGIN_LOCAL, MessageSent
 from syncengine.store.names import check_cursor_token, check_local_agent, check_local_team
-from syncengine.store.records import ORIGIN_LOCAL, MessageSent
 from syncengine.store.teams import NameCache, find_pair, find_team, intern_pair
 from wire.limits import MAX_BODY_BYTES
 

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 from syncengine.ids import new_uuid7
 from syncengine.store.connection import Row, one_row
 from syncengine.store.errors import Conflict, InvalidInput, UnknownAgent, UnknownTeam
+from syncengine.store.log_records import Member, Team
 from syncengine.store.names import check_local_agent, check_local_team
-from syncengine.store.records import Member, Team
 from syncengine.store.reserved_names import (
     FORMER_HOLDER,
     FORMER_REFUSED,

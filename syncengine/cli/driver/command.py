@@ -270,7 +270,7 @@ def _op_watch_tip(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
 
 def _op_watch_after(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
     _arity(args, 2, None, "watch_after <cursor> <team:agent> [<team:agent> ...]")
-    from syncengine.store.records import dump_record
+    from syncengine.store.log_records import dump_record
 
     result = store.watch_after(args[0], args[1:])
     lines = _records(list(result.messages))
@@ -317,7 +317,7 @@ def _op_compact(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
 
 
 def _records(messages: list[Any]) -> list[str]:
-    from syncengine.store.records import dump_record
+    from syncengine.store.log_records import dump_record
 
     return [dump_record(message.to_record()) for message in messages]
 

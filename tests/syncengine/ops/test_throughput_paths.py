@@ -42,7 +42,7 @@ from syncengine.store import OutgoingMessage
 from syncengine.store.bulk import ROWS_PER_STATEMENT, insert_rows_returning
 from syncengine.store.errors import InvalidInput
 from syncengine.store.event_log import SentFields, import_fresh_sent, import_projected_sent
-from syncengine.store.records import ORIGIN_IMPORTED, dump_record
+from syncengine.store.log_records import ORIGIN_IMPORTED, dump_record
 from tests.syncengine.ops.helpers import RECEIVED, ack, new_key, prepare_none
 from wire.envelope import Envelope
 from wire.errors import WireError
