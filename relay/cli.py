@@ -57,6 +57,7 @@ from relay.config import (
     workers,
 )
 from relay.errors import OperatorError, RelayError
+from relay.extras import install_hint
 from relay.limits import (
     LIVE_MAX_WAIT_SECONDS,
     LIVE_MAX_WAITS,
@@ -366,8 +367,6 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from relay.extras import install_hint
-
     try:
         from relay.http.live import LiveOptions
         from relay.server import ServeOptions, serve  # uvicorn only loads for this command
@@ -421,6 +420,7 @@ def _serve(args: argparse.Namespace) -> int:
         )
 
     if group > 1:
+        # lazy: an optional extra (uvicorn)
         from relay.workers import WorkerFailed, serve_workers
 
         try:

@@ -47,6 +47,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
+import h11
 import uvicorn
 
 from relay.config import (
@@ -187,7 +188,7 @@ def _guarded_protocol(guard: ConnectionGuard) -> type[asyncio.Protocol]:
     first byte of its next request) is closed. uvicorn has a keep-alive
     timeout but none for a request being received; h11 is the parser
     uvicorn picks without httptools, and the one pinned here."""
-    import h11
+    # lazy: an optional extra (uvicorn)
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class GuardedH11Protocol(H11Protocol):
