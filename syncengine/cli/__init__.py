@@ -12,9 +12,12 @@ commands build them all. A handler returns the process exit code.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from syncengine._startup import PostponedCollection
 
 if TYPE_CHECKING:
     import argparse
@@ -86,6 +89,7 @@ def build_parser(
     """The ``syncengine`` parser with the commands of ``modules``; with
     ``only``, just that command's parser is built (the same parser, help and
     exit codes as in the full tree), which is all a run of that command needs."""
+    # start-up pin: a driver op loads no gettext
     import argparse
 
     parser = _parser_class()(
@@ -116,6 +120,7 @@ def _parser_class() -> type[argparse.ArgumentParser]:
     choice (``syncengine statsu``: "did you mean 'status'?"), for every
     command, sub-command and ``choices=`` option; Python 3.11 has no
     ``suggest_on_error``. Sub-parsers inherit the class."""
+    # start-up pin: a driver op loads no gettext
     import argparse
 
     class SuggestingParser(argparse.ArgumentParser):
@@ -219,7 +224,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if argv is None and _command_in(args_list) == "run":
         _catch_stops_early()
-    from syncengine._startup import PostponedCollection
 
     with PostponedCollection():
         return _main(args_list)
@@ -230,6 +234,7 @@ def _catch_stops_early() -> None:
     dying by them, before the parser and the engine are even imported (the
     interpreter's own start is the only time before this). A stop signal a
     supervisor held blocked until now is delivered here too."""
+    # start-up pin: send loads no signal
     import signal
 
     def note(signum: int, frame: object) -> None:
@@ -260,6 +265,7 @@ def _main(args_list: list[str]) -> int:
         return 0
     parser = build_parser(_modules_for(args_list), only=_command_in(args_list))
     args = parser.parse_args(args_list)
+    # start-up pin: status --help loads no syncengine.cli.logsetup
     from syncengine.cli.logsetup import configured_logging, level_for
 
     try:
@@ -275,8 +281,6 @@ def _broken_pipe() -> int:
     """The reader went away (``syncengine history | head``): stop quietly, as
     a Unix tool killed by SIGPIPE would (128 + 13), with no traceback — and
     point stdout at /dev/null so the interpreter's final flush stays quiet."""
-    import os
-
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)

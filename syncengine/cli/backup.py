@@ -4,10 +4,22 @@ syncengine/store/backup.py holds the mechanism and its guarantees)."""
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import sys
+import tempfile
 from contextlib import ExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from syncengine.engine import Engine
+from syncengine.engine.errors import classify
+from syncengine.engine.lock import EngineLock, lock_path_for
+from syncengine.ops.seed import held_wire_ids, read_backup, seed_history
+from syncengine.store.backup import restore_store
+from syncengine.store.errors import InvalidInput
+from wire.scalars import format_timestamp
 
 __all__ = ["register"]
 
@@ -71,8 +83,6 @@ def register(subparsers: Any) -> None:
 
 
 def _fail(command: str, exc: BaseException) -> int:
-    from syncengine.engine.errors import classify
-
     if isinstance(exc, BrokenPipeError):
         raise exc  # the reader went away: the entry point exits 141 quietly
     failure = classify(exc)
@@ -81,8 +91,6 @@ def _fail(command: str, exc: BaseException) -> int:
 
 
 def _backup(args: argparse.Namespace) -> int:
-    import json
-
     from syncengine.local_store import Store
 
     try:
@@ -96,11 +104,8 @@ def _backup(args: argparse.Namespace) -> int:
 
 
 def _restore(args: argparse.Namespace) -> int:
-    import json
 
-    from syncengine.engine.lock import EngineLock, lock_path_for
     from syncengine.local_store import Store
-    from syncengine.store.backup import restore_store
 
     def check(path: Path) -> None:
         with Store(path) as candidate:
@@ -131,16 +136,8 @@ def _restore(args: argparse.Namespace) -> int:
 
 
 def _seed(args: argparse.Namespace) -> int:
-    import json
-    import shutil
-    import tempfile
-    from datetime import UTC, datetime
 
-    from syncengine.engine import Engine
     from syncengine.local_store import Store
-    from syncengine.ops.seed import held_wire_ids, read_backup, seed_history
-    from syncengine.store.errors import InvalidInput
-    from wire.scalars import format_timestamp
 
     source = Path(args.input)
     try:

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from syncengine.cli import EARLY_STOPS
+
 __all__ = ["register"]
 
 _SECURITY_MODES = ("plaintext-allowed", "e2ee-required")
@@ -61,6 +63,7 @@ def _took(seconds: float) -> str:
 
 def _stamp() -> str:
     """A log line's UTC time, to the second."""
+    # start-up pin: status --help loads no math
     from datetime import UTC, datetime
 
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -75,6 +78,7 @@ def _once_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _seconds(text: str) -> float:
+    # start-up pin: status loads no syncengine.engine.deadline
     from syncengine.engine.deadline import check_deadline_seconds
 
     try:
@@ -97,7 +101,10 @@ def _sequence(option: str) -> Callable[[str], int]:
     """An argparse type for a canonical sequence number named ``option``."""
 
     def parse(text: str) -> int:
+        # start-up pin: status --help loads no wire
         from wire.errors import WireError
+
+        # start-up pin: status --help loads no wire
         from wire.scalars import parse_seq
 
         try:
@@ -365,6 +372,7 @@ def _emit(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
 
 
 def _fail(args: argparse.Namespace, exc: BaseException) -> int:
+    # start-up pin: status --help loads no wire
     from syncengine.engine.errors import classify
 
     failure = classify(exc)
@@ -403,12 +411,18 @@ def _guarded(args: argparse.Namespace, action: Callable[[], int]) -> int:
 
 
 def _engine(args: argparse.Namespace) -> Any:
+    # start-up pin: status --help loads no wire
     from syncengine.engine import Engine
+
+    # start-up pin: status --help loads no wire
     from syncengine.engine.workers import worker_count
 
     if not hasattr(args, "deadline"):  # a local command: no relay, no budget
         return Engine(args.store, args.team, progress_stream=sys.stderr, workers=worker_count())
+    # start-up pin: status loads no syncengine.engine.deadline
     from syncengine.engine.deadline import CommandDeadline
+
+    # start-up pin: status --help loads no wire
     from syncengine.engine.limits import DEFAULT_COMMAND_DEADLINE
 
     deadline = CommandDeadline(args.deadline or DEFAULT_COMMAND_DEADLINE)
@@ -435,6 +449,7 @@ def _connect(args: argparse.Namespace) -> int:
         return 2
 
     def action() -> int:
+        # start-up pin: status loads no wire.jcs
         from syncengine.engine import connect_store, read_token
 
         token = read_token(args.token, sys.stdin.buffer)
@@ -459,6 +474,7 @@ def _connect(args: argparse.Namespace) -> int:
             f"instance {k.server_instance_id}, security {connected.mode.value})"
         )
         if connected.min_available_seq > 0:
+            # start-up pin: status loads no wire.jcs
             from syncengine.engine.resync import resync_command
 
             command = resync_command(k.local_team, connected.min_available_seq, args.store)
@@ -494,7 +510,10 @@ def _reconnect(args: argparse.Namespace) -> int:
         return 2
 
     def action() -> int:
+        # start-up pin: status loads no wire.jcs
         from syncengine.engine import read_token
+
+        # start-up pin: status loads no wire.jcs
         from syncengine.engine.reconnect import replace_connection
 
         token = read_token(args.token, sys.stdin.buffer)
@@ -560,6 +579,7 @@ def _pull_text(report: Any) -> str:
 
 
 def _push(args: argparse.Namespace) -> int:
+    # start-up pin: status --help loads no wire
     from syncengine.engine.limits import CATCH_UP_PUSH_LIMIT, STEADY_PUSH_LIMIT
 
     def work(engine: Any) -> int:
@@ -584,6 +604,7 @@ def _push(args: argparse.Namespace) -> int:
 
 
 def _pull(args: argparse.Namespace) -> int:
+    # start-up pin: status --help loads no wire
     from syncengine.engine.limits import PULL_PAGE_LIMIT
 
     def work(engine: Any) -> int:
@@ -601,6 +622,7 @@ def _pull(args: argparse.Namespace) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
+    # start-up pin: status --help loads no wire
     from syncengine.engine.limits import CATCH_UP_PUSH_LIMIT, STEADY_PUSH_LIMIT
 
     def work(engine: Any) -> int:
@@ -635,6 +657,7 @@ def _adoption_pull(engine: Any) -> Any:
     this binding is adopting, the command runs that catch-up as the engine's
     own ``pull`` first (the same pages, then adoption ends), and reports its
     numbers together with the sync's; ``None`` when not adopting."""
+    # start-up pin: status --help loads no wire
     from syncengine.engine.limits import PULL_PAGE_LIMIT
 
     if not engine.store.sync_adopting(engine.connection.key):
@@ -644,6 +667,7 @@ def _adoption_pull(engine: Any) -> Any:
 
 def _merged_pulls(first: Any, second: Any) -> Any:
     """One pull report for two pulls of one command, in order."""
+    # start-up pin: status --help loads no ast
     from dataclasses import replace
 
     outcomes = dict(first.outcomes)
@@ -658,6 +682,7 @@ def _merged_pulls(first: Any, second: Any) -> Any:
 
 
 def _reprocess(args: argparse.Namespace) -> int:
+    # start-up pin: status --help loads no wire
     from syncengine.engine.limits import REPROCESS_PAGE_LIMIT
 
     def work(engine: Any) -> int:
@@ -706,9 +731,9 @@ def _run(args: argparse.Namespace) -> int:
     # must end ``run`` cleanly (exit 0), not kill it by signal (#14): catch it
     # now, before the heavy imports, and hand it to the loop's stop signal.
     import signal
-    import threading
 
-    from syncengine.cli import EARLY_STOPS
+    # start-up pin: status --help loads no threading
+    import threading
 
     early = threading.Event()
     earlier = {
@@ -726,10 +751,16 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_loop(args: argparse.Namespace, early: Any) -> int:
     def action() -> int:
+        # start-up pin: status --help loads no ast
         from dataclasses import replace
 
+        # start-up pin: status loads no syncengine.engine.runloop
         from syncengine.engine import Engine, RunLoop, RunSettings, StopSignal
+
+        # start-up pin: status loads no syncengine.engine.runloop
         from syncengine.engine.runloop import handle_stop_signals
+
+        # start-up pin: status --help loads no wire
         from syncengine.engine.workers import worker_count
 
         settings = RunSettings()
@@ -791,6 +822,7 @@ def _run_loop(args: argparse.Namespace, early: Any) -> int:
                         f"every {settings.interval:g} s (SIGTERM stops)",
                         flush=True,
                     )
+                # start-up pin: status loads no syncengine.engine.live
                 from syncengine.engine.live import LIVE_INTERVAL
 
                 live_interval = settings.interval if args.interval is not None else LIVE_INTERVAL
@@ -822,7 +854,10 @@ def _live_waker(engine: Any, stop: Any, as_json: bool) -> Any:
     """The run loop's waker: local changes always, the relay's live wait
     once the relay offers it (specs/live.md §6). Every change of delivery
     mode is logged and written where ``status`` reads it."""
+    # start-up pin: status loads no syncengine.engine.live
     from syncengine.engine.live import LocalChanges, RelayWatch, Waker, write_delivery
+
+    # start-up pin: status loads no wire.schema
     from wire.http_v1.live import DEFAULT_WAIT_SECONDS
 
     path = engine.delivery_path()
@@ -845,6 +880,7 @@ def _live_waker(engine: Any, stop: Any, as_json: bool) -> Any:
 
 def _status(args: argparse.Namespace) -> int:
     def action() -> int:
+        # start-up pin: status --help loads no wire
         from syncengine.engine.errors import EngineLocked
 
         with _engine(args) as engine:
@@ -879,6 +915,7 @@ def _delivery(engine: Any, running: bool) -> dict[str, str]:
             "sync or wait run",
             "since": "",
         }
+    # start-up pin: status loads no syncengine.engine.live
     from syncengine.engine.live import read_delivery
 
     found = read_delivery(engine.delivery_path())
@@ -979,6 +1016,7 @@ def _failure_resolved(obj: dict[str, Any]) -> bool:
 
 def _disconnect(args: argparse.Namespace) -> int:
     def action() -> int:
+        # start-up pin: status loads no syncengine.engine.disconnect
         from syncengine.engine.disconnect import disconnect_store
 
         done = disconnect_store(args.store, args.team)
@@ -995,6 +1033,7 @@ def _disconnect(args: argparse.Namespace) -> int:
 
 def _doctor(args: argparse.Namespace) -> int:
     def action() -> int:
+        # start-up pin: status loads no syncengine.engine.doctor
         from syncengine.engine.doctor import run_checks
 
         checks = run_checks(args.store, args.team)
@@ -1013,6 +1052,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _quarantine_list(args: argparse.Namespace) -> int:
     def action() -> int:
+        # start-up pin: idle pull loads no syncengine.engine.quarantine
         from syncengine.engine.quarantine import blocked_remedy
 
         with _engine(args) as engine:
@@ -1084,6 +1124,7 @@ def _security_show(args: argparse.Namespace) -> int:
 
 def _security_set(args: argparse.Namespace) -> int:
     def action() -> int:
+        # start-up pin: status --help loads no wire
         from syncengine.engine import SecurityMode
 
         with _engine(args) as engine:

@@ -19,6 +19,16 @@ import argparse
 import sys
 from typing import Any
 
+from syncengine.cli.age_options import add_age_open_options, add_age_seal_options
+from syncengine.cli.jsonl import InputError, read_lines, write_record
+from wire import jcs
+from wire.envelope import Envelope
+from wire.errors import ProfileError, WireError
+from wire.limits import MAX_BLOB_BYTES
+from wire.message import Message
+from wire.outcome import Importable
+from wire.profiles import OpenContext, SealParams, open_envelope, seal
+
 EXIT_OK = 0
 EXIT_BLOCKED = 1
 EXIT_INVALID_INPUT = 2
@@ -59,8 +69,6 @@ def register(subparsers: Any) -> None:
 
 def add_seal_options(parser: argparse.ArgumentParser) -> None:
     """Profile-specific sealing options (extended by encrypted profiles)."""
-    from syncengine.cli.age_options import add_age_seal_options  # age-v1 (#3)
-
     add_age_seal_options(parser)
 
 
@@ -71,15 +79,11 @@ def add_open_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="comma-separated ciphers the effective policy allows (default: no policy check)",
     )
-    from syncengine.cli.age_options import add_age_open_options  # age-v1 (#3)
 
     add_age_open_options(parser)
 
 
 def seal_params_from_args(args: argparse.Namespace) -> Any:
-    from wire.limits import MAX_BLOB_BYTES
-    from wire.profiles import SealParams
-
     limit = args.max_blob_bytes if args.max_blob_bytes is not None else MAX_BLOB_BYTES
     if args.cipher == "age-v1":  # age-v1 (#3)
         from syncengine.cli.age_options import age_seal_params
@@ -89,8 +93,6 @@ def seal_params_from_args(args: argparse.Namespace) -> Any:
 
 
 def open_context_from_args(args: argparse.Namespace) -> Any:
-    from wire.profiles import OpenContext
-
     allowed = None if args.allow is None else frozenset(filter(None, args.allow.split(",")))
     if args.team_id is not None:  # age-v1 (#3)
         from syncengine.cli.age_options import age_open_context
@@ -105,12 +107,6 @@ def _fail(action: str, message: str, code: int) -> int:
 
 
 def _run_seal(args: argparse.Namespace) -> int:
-    from syncengine.cli.jsonl import InputError, read_lines, write_record
-    from wire import jcs
-    from wire.errors import ProfileError, WireError
-    from wire.message import Message
-    from wire.profiles import seal
-
     try:
         params = seal_params_from_args(args)
         for number, text in read_lines():
@@ -130,10 +126,6 @@ def _run_seal(args: argparse.Namespace) -> int:
 
 def _each_envelope(action: str) -> Any:
     """Yield parsed envelopes, or an int exit code as the last item on bad input."""
-    from syncengine.cli.jsonl import InputError, read_lines
-    from wire.envelope import Envelope
-    from wire.errors import WireError
-
     try:
         for number, text in read_lines():
             try:
@@ -146,11 +138,6 @@ def _each_envelope(action: str) -> Any:
 
 
 def _run_open(args: argparse.Namespace) -> int:
-    from syncengine.cli.jsonl import write_record
-    from wire.errors import WireError
-    from wire.outcome import Importable
-    from wire.profiles import open_envelope
-
     try:
         ctx = open_context_from_args(args)
     except WireError as exc:
@@ -169,8 +156,6 @@ def _run_open(args: argparse.Namespace) -> int:
 
 
 def _run_digest(args: argparse.Namespace) -> int:
-    from syncengine.cli.jsonl import write_record
-
     for item in _each_envelope("digest"):
         if isinstance(item, int):
             return item
@@ -179,8 +164,6 @@ def _run_digest(args: argparse.Namespace) -> int:
 
 
 def _run_inspect(args: argparse.Namespace) -> int:
-    from syncengine.cli.jsonl import write_record
-
     for item in _each_envelope("inspect"):
         if isinstance(item, int):
             return item

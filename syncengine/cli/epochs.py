@@ -29,6 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from syncengine.cli.engine_commands import _common, _deadline_option, _emit, _engine, _guarded
+from syncengine.engine.epoch_checkpoint import load_checkpoint
+from syncengine.engine.epoch_ops import read_snapshot
+from syncengine.engine.epochs import MAX_SNAPSHOT_BYTES, EpochSnapshot
+from syncengine.engine.errors import ConfigurationError
+from syncengine.private_files import write_new_private_file
+from syncengine.store.connection import read_transaction
 
 __all__ = ["EXIT_CODES", "register"]
 
@@ -103,9 +109,6 @@ def _epoch_line(obj: dict[str, Any]) -> str:
 
 def _list(args: argparse.Namespace) -> int:
     def action() -> int:
-        from syncengine.engine.epoch_checkpoint import load_checkpoint
-        from syncengine.store.connection import read_transaction
-
         with _engine(args) as engine:
             epochs = [e.to_obj() for e in engine.connection.epochs.epochs]
             with read_transaction(engine.store.conn, engine.store.path) as conn:
@@ -202,9 +205,6 @@ def _confirmed_chain(files: list[str], confirm_digest: str) -> list[tuple[str, s
     A file that is not the previous link of the next is refused by name."""
     if len(files) == 1:
         return [(files[0], confirm_digest)]
-    from syncengine.engine.epoch_ops import read_snapshot
-    from syncengine.engine.epochs import EpochSnapshot
-    from syncengine.engine.errors import ConfigurationError
 
     last = read_snapshot(files[-1], confirm_digest)  # checks the confirmed digest
     chain: list[tuple[str, str]] = [(files[-1], last.digest())]
@@ -227,9 +227,6 @@ def _confirmed_chain(files: list[str], confirm_digest: str) -> list[tuple[str, s
 
 
 def _read_file(path: str) -> bytes:
-    from syncengine.engine.epochs import MAX_SNAPSHOT_BYTES
-    from syncengine.engine.errors import ConfigurationError
-
     source = Path(path).absolute()
     try:
         with source.open("rb") as handle:
@@ -241,9 +238,6 @@ def _read_file(path: str) -> bytes:
 def _write_new_file(path: Path, data: bytes) -> None:
     """Create ``path`` atomically; an existing file is never replaced (the
     same link-into-place as ``keys generate``; 0600 does no harm here)."""
-    from syncengine.engine.errors import ConfigurationError
-    from syncengine.private_files import write_new_private_file
-
     if path.exists() or path.is_symlink():
         raise ConfigurationError(f"{path} already exists; choose another --output")
     try:

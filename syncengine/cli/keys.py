@@ -23,6 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from syncengine.cli import epochs
+from wire.age_keys import AgeKeyError, X25519Identity, parse_identity_file
+from wire.errors import WireError
+
 EXIT_OK = 0
 EXIT_FAILED = 2
 
@@ -45,8 +49,6 @@ def register(subparsers: Any) -> None:
     recipient.add_argument("file", type=Path, help="identity file")
     recipient.set_defaults(handler=_run_recipient)
 
-    from syncengine.cli import epochs
-
     epochs.register(actions)
 
 
@@ -62,8 +64,6 @@ def identity_file_text(secret: str, recipient: str) -> str:
 
 
 def _run_generate(args: argparse.Namespace) -> int:
-    from wire.age_keys import X25519Identity
-
     path: Path = args.output
     if path.exists() or path.is_symlink():
         return _fail("generate", f"{path}: already exists; refusing to overwrite an identity")
@@ -91,8 +91,6 @@ def read_identity_file(path: Path) -> bytes:
     Raises OSError, or AgeKeyError for an oversized file; neither carries
     any of the file's content.
     """
-    from wire.age_keys import AgeKeyError
-
     with open(path, "rb") as handle:
         mode = os.fstat(handle.fileno()).st_mode
         if mode & (stat.S_IRWXG | stat.S_IRWXO):
@@ -108,9 +106,6 @@ def read_identity_file(path: Path) -> bytes:
 
 
 def _run_recipient(args: argparse.Namespace) -> int:
-    from wire.age_keys import parse_identity_file
-    from wire.errors import WireError
-
     path: Path = args.file
     try:
         identity = parse_identity_file(read_identity_file(path), field_name=str(path))

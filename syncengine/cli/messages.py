@@ -17,6 +17,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from syncengine.store import InvalidInput, UnknownTeam
+from syncengine.store.connection import read_transaction
+from syncengine.store.messages import known_team_names
+from syncengine.store.names import check_local_agent, check_local_team
+from syncengine.store.reserved_names import ReservedName
+
 __all__ = ["register"]
 
 
@@ -76,8 +82,6 @@ def _check_store_path(path: Any) -> None:
     storage contract), but a directory, or a path whose directory is
     missing, can only be a mistake: it is named instead of answered with
     silence (issue #33)."""
-    from syncengine.store import InvalidInput
-
     if path.is_dir():
         raise InvalidInput("store", f"{path} is a directory, not a store file")
     if not path.parent.is_dir():
@@ -106,10 +110,6 @@ def _check_names(store: Any, team: str, names: tuple[str, str]) -> None:
     The contract itself interns any valid name on first use (hosts keep their
     own registry: ``syncengine driver send``), so this guard lives in the
     command only."""
-    from syncengine.store import InvalidInput, UnknownTeam
-    from syncengine.store.names import check_local_agent, check_local_team
-    from syncengine.store.reserved_names import ReservedName
-
     known = _known_teams(store)
     if not known:
         # A malformed name is named as such first, as the store would.
@@ -142,8 +142,6 @@ def _check_names(store: Any, team: str, names: tuple[str, str]) -> None:
 def _known_teams(store: Any) -> list[str]:
     if not store.exists():
         return []
-    from syncengine.store.connection import read_transaction
-    from syncengine.store.messages import known_team_names
 
     with read_transaction(store.conn, store.path) as conn:
         return known_team_names(conn)
@@ -161,6 +159,7 @@ def _unknown_team_text(team: str, known: list[str]) -> str:
 def _no_team_yet_text(path: Any, team: str, names: tuple[str, str]) -> str:
     """One line for a store with no team yet: what was found, and both ways
     to get the team (create it here, or join it through a relay)."""
+    # start-up pin: send loads no shlex
     import shlex
 
     members = " ".join(f"--member {shlex.quote(n)}" for n in dict.fromkeys(names))
@@ -175,6 +174,7 @@ def _no_team_yet_text(path: Any, team: str, names: tuple[str, str]) -> str:
 def _did_you_mean(name: str, choices: list[str]) -> str:
     """`` (did you mean 'crew'?)`` for the closest choice, or nothing; difflib is
     imported on this error path only."""
+    # start-up pin: send loads no heapq
     import difflib
 
     close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)

@@ -9,6 +9,7 @@ imports the other for it.
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import IO
 
@@ -21,6 +22,7 @@ def install_command() -> str:
     """This installation's own repair: APSW comes with syncengine, so it is
     installed into the interpreter that runs syncengine (never a bare
     ``python3``, which may be another one)."""
+    # start-up pin: a driver op loads no shlex
     import shlex
 
     return f"{shlex.quote(sys.executable)} -m pip install 'apsw>=3.45'"
@@ -29,8 +31,6 @@ def install_command() -> str:
 def missing_deps(op: str, out: IO[bytes], err: IO[bytes], reason: str, *, status_line: bool) -> int:
     """Write the directive (and, for a control op, the ``missing_deps``
     status line); returns the exit code 10."""
-    import json
-
     directive = {
         "type": "install_deps",
         "driver": "syncengine",

@@ -10,8 +10,15 @@ Errors go to stderr with the store status's exit code.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
+
+from syncengine.store import InvalidInput, teams
+from syncengine.store.connection import read_transaction
 
 __all__ = ["register"]
 
@@ -127,9 +134,6 @@ def _note_awaiting(store: Any, team: str, added: list[str]) -> None:
     """On a connected team a member the relay's roster does not list yet is
     awaiting its acceptance (specs/read-state.md decision 12): say what that
     means and how it ends, once per such member just added."""
-    from syncengine.store import teams
-    from syncengine.store.connection import read_transaction
-
     with read_transaction(store.conn, store.path) as conn:
         waiting = set(teams.awaiting_acceptance(conn, team))
     for name in added:
@@ -151,8 +155,6 @@ def _team_json(team: Any) -> dict[str, object]:
 
 def _list(args: argparse.Namespace) -> int:
     def action(store: Any) -> None:
-        import json
-
         teams = store.list_teams() if store.exists() else []
         if args.json:
             print(json.dumps([_team_json(t) for t in teams], ensure_ascii=False))
@@ -166,12 +168,6 @@ def _list(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     def action(store: Any) -> None:
-        import json
-        import os
-        import tempfile
-        from pathlib import Path
-
-        from syncengine.store import InvalidInput
 
         document = store.team(args.name).provisioning_document()
         target = Path(args.output)

@@ -138,6 +138,7 @@ def wait_for_unread(
         # caught by the change counter.
         def nap(remaining: float) -> None:
             if not bells:
+                # start-up pin: wait loads no syncengine.store.changes
                 from syncengine.store.changes import StoreBell
 
                 bells.append(StoreBell(store.path))
@@ -238,7 +239,10 @@ def _wait(args: argparse.Namespace) -> int:
     def start_pulling() -> None:
         if not _connected(store, args.team):
             return
+        # start-up pin: wait loads no syncengine.http
         from syncengine.engine.live import WaitPuller
+
+        # start-up pin: wait loads no syncengine.ops
         from syncengine.engine.runloop import StopSignal
 
         stop = StopSignal()
