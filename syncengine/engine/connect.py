@@ -56,25 +56,36 @@ import httpx
 
 from syncengine.crash import crash_point
 from syncengine.engine import state as st
-from syncengine.engine.epoch_checkpoint import CheckpointRefused
+from syncengine.engine.epoch_checkpoint import (
+    CheckpointRefused,
+    admit,
+    load_checkpoint,
+    replace_checkpoint,
+    save_checkpoint,
+)
+from syncengine.engine.epoch_ops import assign_identity, read_recipients, read_snapshot
 from syncengine.engine.epochs import EpochHistory, EpochSnapshot, KeyEpoch
 from syncengine.engine.errors import (
     AlreadyConnected,
     ConfigurationError,
     ConnectFailed,
+    NotConnected,
     TokenSourceRefused,
 )
 from syncengine.engine.roster import roster_pairs
-from syncengine.engine.security import SecurityHistory, SecurityMode
-from syncengine.http.client import ClientConfig, RelayClient
+from syncengine.engine.security import NONE, SecurityHistory, SecurityMode
+from syncengine.http.client import ClientConfig, RelayBinding, RelayClient
 from syncengine.http.credentials import Secret, load_credential, save_credential
+from syncengine.http.pairing import ConnectResult
 from syncengine.http.pairing import connect as http_connect
+from syncengine.http.retry import RetryPolicy
 from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.store import teams
 from syncengine.store.connection import read_transaction, write_transaction
 from syncengine.store.errors import InvalidInput
 from syncengine.store.names import check_local_team
+from wire.age_profile import EpochManifest, install_identity
 from wire.errors import WireError
 from wire.scalars import format_timestamp
 
@@ -171,8 +182,6 @@ class EpochConfig:
             return None
         if key_id is None or recipients_file is None:
             raise ConfigurationError("--key-id and --recipients-file go together")
-        from syncengine.engine.epoch_ops import read_recipients
-        from wire.age_profile import EpochManifest, install_identity
 
         manifest = EpochManifest.from_strings(key_id, read_recipients(key_id, recipients_file))
         identity_path = None
@@ -399,7 +408,6 @@ def _local_histories(
         raise ConfigurationError(
             "--epochs-file carries the team's epochs; --key-id and --recipients-file go"
         )
-    from syncengine.engine.epoch_ops import assign_identity, read_snapshot
 
     snapshot = read_snapshot(epochs_file, confirm_digest)
     history = SecurityHistory(snapshot.security)
@@ -442,8 +450,6 @@ def _refuse_fresh_history(
     epoch (it would judge every earlier age-v1 message by a key history the
     team never had). Returns whether ``start_new`` was needed (the operator
     knowingly starts over; logged as a warning)."""
-    from syncengine.engine.security import NONE
-
     if snapshot is not None or caps.current_seq == 0:
         return False
     ever_e2ee = any(NONE not in entry.write_allowed_ciphers for entry in caps.policy_history)
@@ -488,13 +494,6 @@ def _retain_checkpoint(
     A checkpoint the store kept from an earlier connection of the same relay
     team (``disconnect`` does not reset it) must be extended by the snapshot,
     or equal the new root, unless the operator starts over."""
-    from syncengine.engine.epoch_checkpoint import (
-        admit,
-        load_checkpoint,
-        replace_checkpoint,
-        save_checkpoint,
-    )
-
     if not epochs.configured:
         return
     retained = load_checkpoint(conn, binding_pk)
@@ -557,8 +556,6 @@ def _set_aside(path: Path, credential_id: str) -> Path:
 
 
 def _refuse_if_connected(store: Store, team: str) -> None:
-    from syncengine.engine.errors import NotConnected
-
     with read_transaction(store.conn, store.path) as conn:
         try:
             st.connection_for(conn, team)
@@ -578,9 +575,6 @@ def fetch_roster(
     credential just issued: ``(member_id, name)`` pairs. A name the local
     rules cannot hold (a ``:`` in it) can never be on a local message, so it
     is left out with a warning rather than failing the connection."""
-    from syncengine.http.client import RelayBinding
-    from syncengine.http.pairing import ConnectResult
-
     assert isinstance(result, ConnectResult)
     with RelayClient(
         result.endpoint,
@@ -602,10 +596,6 @@ def revoke_quietly(
     config: ClientConfig | None,
 ) -> bool:
     """Best effort: a credential we cannot record should not stay valid."""
-    from syncengine.http.client import RelayBinding
-    from syncengine.http.pairing import ConnectResult
-    from syncengine.http.retry import RetryPolicy
-
     assert isinstance(result, ConnectResult)
     try:
         with RelayClient(

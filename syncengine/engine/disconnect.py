@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from syncengine.engine import state as st
+from syncengine.engine.engine import Engine
 from syncengine.local_store import Store
 from syncengine.store.connection import write_transaction
 
@@ -46,8 +47,6 @@ class Disconnected:
 
 
 def disconnect_store(store_path: str | os.PathLike[str] | None, team: str) -> Disconnected:
-    from syncengine.engine.engine import Engine
-
     with Engine(store_path, team) as engine, engine.lock():
         c = engine.connection
         revoked = False

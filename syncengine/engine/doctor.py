@@ -22,6 +22,15 @@ from typing import Any
 
 import httpx
 
+from syncengine.engine.engine import Engine
+from syncengine.engine.errors import ConfigurationError, EngineError, EngineLocked, classify
+from syncengine.engine.identity import read_identity
+from syncengine.http.credentials import load_credential
+from syncengine.http.errors import CredentialStoreError
+from syncengine.ops.history_counts import history_counts, recount_history
+from syncengine.store.connection import read_transaction, refuse_unsafe_store
+from syncengine.store.errors import StoreError, StoreUnsafe
+
 __all__ = ["MAX_CLOCK_SKEW", "Check", "run_checks"]
 
 #: Seconds between this machine's clock and the relay's ``Date`` worth a warning.
@@ -49,9 +58,6 @@ def _mode(path: Path) -> int:
 
 
 def _store_file(path: Path) -> list[Check]:
-    from syncengine.store.connection import refuse_unsafe_store
-    from syncengine.store.errors import StoreUnsafe
-
     if not path.exists():
         return [
             Check(
@@ -101,10 +107,7 @@ def run_checks(
     transport: httpx.BaseTransport | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> list[Check]:
-    from syncengine.engine.engine import Engine
-    from syncengine.engine.errors import EngineError, EngineLocked
     from syncengine.local_store import Store
-    from syncengine.store.errors import StoreError
 
     with Store(store_path) as probe:
         path = probe.path.absolute()
@@ -159,11 +162,6 @@ def run_checks(
 
 
 def _files(engine: Any) -> list[Check]:
-    from syncengine.engine.errors import ConfigurationError
-    from syncengine.engine.identity import read_identity
-    from syncengine.http.credentials import load_credential
-    from syncengine.http.errors import CredentialStoreError
-
     c = engine.connection
     checks = []
     path = Path(c.credential_path)
@@ -213,8 +211,6 @@ def _files(engine: Any) -> list[Check]:
 
 
 def _relay(engine: Any, now: Callable[[], datetime]) -> list[Check]:
-    from syncengine.engine.errors import classify
-
     c = engine.connection
     try:
         engine.client.health()
@@ -257,9 +253,6 @@ def _counts(engine: Any, binding_pk: int) -> Check:
     """The totals ``status`` reads (kept by the writers, issue #17) against
     the rows themselves: a full read of the history, which is what a doctor
     is for."""
-    from syncengine.ops.history_counts import history_counts, recount_history
-    from syncengine.store.connection import read_transaction
-
     with read_transaction(engine.store.conn, engine.store.path) as conn:
         kept, counted = history_counts(conn, binding_pk), recount_history(conn, binding_pk)
     if kept == counted:

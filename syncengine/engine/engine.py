@@ -65,6 +65,15 @@ if TYPE_CHECKING:
     from syncengine.ops.quarantine import BlockedEnvelope
     from syncengine.ops.status import SyncStatus
     from wire.http_v1.capabilities import Capabilities
+import dataclasses
+from dataclasses import replace
+
+from syncengine.crash import crash_point
+from syncengine.engine.limits import LIVE_WAIT_MARGIN
+from syncengine.engine.workers import MIN_PARALLEL_BATCH, Workers
+from syncengine.http.errors import RelayRollback
+from syncengine.ops.states import QUARANTINE_STATES
+from syncengine.store import teams
 from wire.scalars import format_timestamp
 
 __all__ = ["Engine", "EngineStatus", "SyncReport"]
@@ -121,8 +130,6 @@ class EngineStatus:
         """Quarantined envelopes per blocking status (none imported yet)."""
         # The state table the store already loaded, not the quarantine
         # listing's module: ``status`` imports no more (issue #17, start-up).
-        from syncengine.ops.states import QUARANTINE_STATES
-
         return {
             status: count
             for status, count in sorted(self.sync.quarantine.items())
@@ -139,6 +146,7 @@ class EngineStatus:
         return self.engine.state
 
     def to_obj(self) -> dict[str, Any]:
+        # start-up pin: idle pull loads no syncengine.engine.quarantine
         from syncengine.engine.quarantine import blocked_remedy
 
         c, e, b = self.connection, self.engine, self.sync.binding
@@ -154,6 +162,7 @@ class EngineStatus:
             }
         resync = None
         if e.resync_required:
+            # start-up pin: status loads no wire.jcs
             from syncengine.engine.resync import resync_command
 
             assert e.resync_after is not None and e.resync_min_available_seq is not None
@@ -337,7 +346,10 @@ class Engine:
         return self._client
 
     def _new_client(self, kind: type[C], config: ClientConfig | None) -> C:
+        # start-up pin: status loads no wire.jcs
         from syncengine.http.client import RelayBinding
+
+        # start-up pin: status loads no wire.jcs
         from syncengine.http.credentials import load_credential
 
         c = self.connection
@@ -362,11 +374,10 @@ class Engine:
         §6): its per-attempt deadline and read timeout are the wait plus
         :data:`~syncengine.engine.limits.LIVE_WAIT_MARGIN`, so a relay that holds
         the wait open silently or drips it byte by byte is abandoned."""
-        import dataclasses
-
+        # start-up pin: status loads no ssl
         import httpx
 
-        from syncengine.engine.limits import LIVE_WAIT_MARGIN
+        # start-up pin: status loads no wire.jcs
         from syncengine.http.client import ClientConfig, RelayClient
 
         base = self._client_config if self._client_config is not None else ClientConfig()
@@ -394,8 +405,6 @@ class Engine:
         never go backwards, and ``current_seq`` is never below what this
         machine pulled. A snapshot that contradicts them halts the operation
         before anything acts on it (issue #14; specs/engine.md "Trust")."""
-        from syncengine.http.errors import RelayRollback
-
         if self._seen is None:
             with read_transaction(self.store.conn, self.store.path) as conn:
                 floor, current = st.load_seen(conn, self.connection.binding_pk)
@@ -420,6 +429,7 @@ class Engine:
     def _load_identity(self, key_id: str) -> object | None:
         """The identity of epoch ``key_id``, read from its file once per
         process, never logged; ``None`` when this machine has none for it."""
+        # start-up pin: status loads no syncengine.engine.identity
         from syncengine.engine.identity import read_identity
 
         if key_id not in self._identities:
@@ -439,8 +449,6 @@ class Engine:
             self._adopt_epochs(epochs)
 
     def _adopt_epochs(self, epochs: EpochHistory) -> None:
-        from dataclasses import replace
-
         self.connection = replace(self.connection, epochs=epochs)
         self._identities.clear()
         if self._workers is not None:  # they hold the old record
@@ -450,8 +458,6 @@ class Engine:
     def _offer_workers(self, batch: int) -> Workers | None:
         """Worker processes for ``batch`` age-v1 messages, or ``None`` to work
         in-process (a small batch, no workers allowed, or a failed pool)."""
-        from syncengine.engine.workers import MIN_PARALLEL_BATCH, Workers
-
         if batch < MIN_PARALLEL_BATCH or self._worker_processes < 1:
             return None
         if self._workers is None:
@@ -459,6 +465,7 @@ class Engine:
         return self._workers if self._workers.available else None
 
     def _context(self) -> CycleContext:
+        # start-up pin: status loads no syncengine.engine.context
         from syncengine.engine.context import CycleContext
 
         self._refresh_epochs()
@@ -501,7 +508,7 @@ class Engine:
         specs/sync-stage1.md §8.21): without it the durable lie would halt the
         binding on every sync for good. Crash points ``engine.resume.repaired``
         (inside, before the halt clears), then ``engine.resume.*_commit``."""
-        from syncengine.crash import crash_point
+        # start-up pin: status loads no wire.jcs
         from syncengine.ops.reconcile_push import AckRepair, repair_contradicted_acks
 
         pk = self.connection.binding_pk
@@ -602,11 +609,13 @@ class Engine:
         whole backlog in such rounds — only its preflight when nothing waits
         for an acknowledgement, where an idle run stops before the push
         pipeline is even imported (specs/engine.md "An idle push")."""
+        # start-up pin: status loads no syncengine.engine.context
         from syncengine.engine.context import idle_push
 
         idle = idle_push(ctx, limit)
         if idle is not None:
             return idle
+        # start-up pin: status loads no wire.jcs
         from syncengine.engine.cycle import drain_push, push_once
 
         return drain_push(ctx, limit) if drain else push_once(ctx, limit)
@@ -628,13 +637,16 @@ class Engine:
         pages — unless the snapshot shows nothing past the cursor, where an
         idle scheduled run stops before the pipeline and its records are
         even imported (specs/engine.md "An idle pull"; issue #17, start-up)."""
+        # start-up pin: status loads no syncengine.engine.context
         from syncengine.engine.context import nothing_past, probe_pull
 
         cursor, caps = probe_pull(ctx, caps)
         if nothing_past(caps, cursor):
+            # start-up pin: status loads no syncengine.engine.reports
             from syncengine.engine.reports import PullReport
 
             return PullReport(transport_cursor=cursor)
+        # start-up pin: status loads no wire.jcs
         from syncengine.engine.cycle import pull_pages
 
         return pull_pages(ctx, page_limit, cursor, caps)
@@ -657,6 +669,7 @@ class Engine:
         authenticated snapshot (specs/read-state.md §8). ``pulled`` is the
         pull this phase follows: the capability snapshot that pull ended with
         is offered for reuse when it covers the transport cursor it reached."""
+        # start-up pin: status loads no wire.jcs
         from syncengine.engine import read_sync
 
         if not read_sync.supported():
@@ -680,8 +693,8 @@ class Engine:
     def _adopt_roster(self, document: Any) -> list[tuple[str, str]]:
         """One transaction (``engine.roster.*``); returns the pairs this store
         now holds on its roster."""
+        # start-up pin: status loads no syncengine.engine.roster
         from syncengine.engine.roster import roster_pairs
-        from syncengine.store import teams
 
         # The client hands back the very same immutable document for a
         # byte-identical roster body (specs/read-state.md decision 9), and its
@@ -751,6 +764,7 @@ class Engine:
 
     def reprocess(self, page_limit: int = REPROCESS_PAGE_LIMIT) -> ReprocessReport:
         """Re-evaluate every blocking envelope with today's keys and policy."""
+        # start-up pin: status loads no wire.jcs
         from syncengine.engine.cycle import reprocess_all
 
         with self._recorded(pulled=False):
@@ -762,6 +776,7 @@ class Engine:
         clear the durable resync-required marker (one more transaction; a
         crash between the two is healed by a rerun, which finds the audit,
         or by the next pull)."""
+        # start-up pin: status loads no wire.jcs
         from syncengine.engine.resync import accept_retention_gap
 
         self._check_not_halted()
@@ -782,6 +797,7 @@ class Engine:
         self, *, status: str | None = None, after: int = 0, limit: int = 100
     ) -> tuple[BlockedEnvelope, ...]:
         """Blocked envelopes, oldest first (read-only; no network)."""
+        # start-up pin: status loads no syncengine.ops.quarantine
         from syncengine.ops.quarantine import list_blocked
 
         with read_transaction(self.store.conn, self.store.path) as conn:
@@ -791,8 +807,8 @@ class Engine:
         """Clear a member's read-state block (the operator's explicit step,
         read-state-synchronization.md "Limit failure and recovery"); returns
         its member ID. The next cycle succeeds or blocks it again."""
+        # start-up pin: status loads no wire.jcs
         from syncengine.ops.read_records import SyncReadUnblock
-        from syncengine.store import teams
 
         with read_transaction(self.store.conn, self.store.path) as conn:
             row = conn.execute(
@@ -813,6 +829,7 @@ class Engine:
         """The operator's view, from one snapshot; no network."""
         c = self.connection
         with read_transaction(self.store.conn, self.store.path) as conn:
+            # start-up pin: idle pull loads no syncengine.ops.status
             from syncengine.ops.status import sync_status
 
             sync = sync_status(conn, c.key)
@@ -850,6 +867,7 @@ class Engine:
         capability request, the drain is re-checked inside the one
         transaction (crash point ``engine.epoch``). The caller holds the
         engine lock, so no push of this store seals in between."""
+        # start-up pin: status loads no syncengine.engine.epoch_ops
         from syncengine.engine import epoch_ops
 
         self._refresh_epochs()
@@ -904,6 +922,7 @@ class Engine:
         """Append the epochs a confirmed snapshot adds (crash point
         ``engine.epoch_import``); this machine's identities that are
         recipients of a new epoch are installed on it."""
+        # start-up pin: status loads no syncengine.engine.epoch_ops
         from syncengine.engine import epoch_ops
 
         self._refresh_epochs()
@@ -936,6 +955,7 @@ class Engine:
         """The team-shared epoch and security histories, for another machine:
         the retained checkpoint's snapshot, or its successor when the
         security history changed since (crash point ``engine.checkpoint``)."""
+        # start-up pin: status loads no syncengine.engine.epoch_ops
         from syncengine.engine.epoch_ops import issue_snapshot
 
         self._refresh_epochs()
@@ -958,6 +978,7 @@ class Engine:
         ``engine.identity``). Run :meth:`reprocess` afterwards to import
         ``pending_key`` messages.
         """
+        # start-up pin: status loads no syncengine.engine.epoch_ops
         from syncengine.engine.epoch_ops import assign_identity
 
         c = self.connection

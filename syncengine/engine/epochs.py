@@ -40,6 +40,7 @@ from typing import Any
 from syncengine.engine.errors import ConfigurationError
 from syncengine.engine.limits import MAX_LOCAL_SECURITY_HISTORY
 from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
+from wire.errors import WireError
 
 __all__ = [
     "MAX_KEY_EPOCHS",
@@ -287,6 +288,7 @@ class EpochSnapshot:
         }
 
     def encode(self) -> bytes:
+        # start-up pin: status loads no wire.jcs
         from wire.jcs import canonicalize
 
         return canonicalize(self.to_obj())
@@ -302,7 +304,7 @@ class EpochSnapshot:
 
         Errors name the field and the rule; they are :class:`ConfigurationError`
         because a snapshot is operator input."""
-        from wire.errors import WireError
+        # start-up pin: status loads no wire.jcs
         from wire.jcs import loads
 
         if len(data) > MAX_SNAPSHOT_BYTES:
@@ -368,8 +370,8 @@ def _exact_fields(obj: Any, names: Iterable[str], what: str) -> dict[str, Any]:
 
 
 def _snapshot_from_obj(obj: Any) -> EpochSnapshot:
+    # start-up pin: status loads no wire.jcs
     from wire.age_profile import EpochManifest
-    from wire.errors import WireError
 
     legacy = (SNAPSHOT_FORMAT, _LEGACY_SNAPSHOT_VERSION)
     if isinstance(obj, dict) and (obj.get("format"), obj.get("version")) == legacy:

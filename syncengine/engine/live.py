@@ -46,8 +46,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from syncengine.engine.errors import StopRequested
-from syncengine.engine.limits import RunSettings
+from syncengine.engine.engine import Engine
+from syncengine.engine.errors import EngineError, EngineLocked, StopRequested
+from syncengine.engine.limits import DEFAULT_INTERVAL, RunSettings
+from syncengine.http.errors import RelayRefusal
+from syncengine.store.changes import FALLBACK_TICK, StoreBell
+from syncengine.store.connection import read_transaction
+from wire.http_v1.live import DEFAULT_WAIT_SECONDS, LiveWaitQuery
 
 if TYPE_CHECKING:
     from syncengine.http.client import RelayClient
@@ -171,8 +176,6 @@ class LocalChanges:
         self._version = -1
 
     def fingerprint(self) -> tuple[Any, ...]:
-        from syncengine.store.connection import read_transaction
-
         with read_transaction(self._store.conn, self._store.path) as conn:
             row = conn.execute(
                 "SELECT (SELECT max(seq) FROM messages INDEXED BY messages_local_by_team"
@@ -257,8 +260,6 @@ class RelayWatch(threading.Thread):
         return self._halt.wait(seconds) or self._halt.is_set
 
     def run(self) -> None:
-        from syncengine.http.errors import RelayRefusal
-
         client: RelayClient | None = None
         failures = 0
         try:
@@ -307,8 +308,6 @@ class RelayWatch(threading.Thread):
                 client.close()
 
     def _ask(self, client: RelayClient, after: int, read_after: int) -> Any:
-        from wire.http_v1.live import LiveWaitQuery
-
         return client.live_wait(LiveWaitQuery(after, read_after, self._wait_seconds))
 
 
@@ -335,8 +334,6 @@ class Waker:
         block: Callable[[float], bool] | None = None,
         watch_store: bool = True,
     ) -> None:
-        from syncengine.store.changes import FALLBACK_TICK, StoreBell
-
         self.stop = stop
         self.local = local
         self.watch: RelayWatch | None = None
@@ -462,9 +459,6 @@ class WaitPuller(threading.Thread):
         self._halt = stop
 
     def run(self) -> None:
-        from syncengine.engine.engine import Engine
-        from syncengine.engine.errors import EngineError
-
         try:
             engine = Engine(
                 self._store_path,
@@ -481,8 +475,6 @@ class WaitPuller(threading.Thread):
             self._loop(engine)
 
     def _pull(self, engine: Any) -> None:
-        from syncengine.engine.errors import EngineLocked
-
         try:
             with engine.lock():
                 engine.pull()
@@ -490,9 +482,6 @@ class WaitPuller(threading.Thread):
             pass  # ``run`` holds the binding and delivers
 
     def _loop(self, engine: Any) -> None:
-        from syncengine.engine.limits import DEFAULT_INTERVAL
-        from wire.http_v1.live import DEFAULT_WAIT_SECONDS, LiveWaitQuery
-
         failures = 0
         client: RelayClient | None = None
         read_after = 0

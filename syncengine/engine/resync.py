@@ -26,6 +26,7 @@ the status it followed before success is reported.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -66,8 +67,6 @@ class ResyncReport:
 
 def resync_command(team: str, floor: int | str, store: str | None = None) -> str:
     """The exact command line an operator runs to approve ``floor``."""
-    import shlex
-
     parts = ["syncengine", "resync"]
     if store is not None:
         parts += ["--store", store]
