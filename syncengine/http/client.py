@@ -405,6 +405,7 @@ class RelayClient:
         Bound clients also check the instance (and, if echoed, team) IDs; an
         unavailable answer never yields a binding (v1.md "GET /v1/health").
         """
+        # start-up pin: idle pull loads no wire.http_v1.health
         from wire.http_v1.health import Health, HealthStatus
 
         expected = self._expected(team=False)
@@ -479,6 +480,7 @@ class RelayClient:
         """The rest of :meth:`post_messages` in two halves, like
         :meth:`fetch_messages`: the request with every retry happens now, the
         returned callable parses and checks the answer where it is called."""
+        # start-up pin: idle pull loads no wire.envelope
         from wire.http_v1.messages import PushResponse
 
         batch = encoded.batch
@@ -526,6 +528,7 @@ class RelayClient:
     def _messages_call(
         self, after: int, limit: int | None, max_response_bytes: int | None
     ) -> _Call[MessagePage]:
+        # start-up pin: idle pull loads no wire.envelope
         from wire.http_v1.messages import MessagePage, MessagesQuery
 
         query = MessagesQuery(after, limit)
@@ -591,6 +594,7 @@ class RelayClient:
         own retries (syncengine/engine/live.py), and this client's
         ``request_deadline`` bounds the attempt however the relay paces it.
         Nothing in the answer is acted on but as a hint to pull."""
+        # start-up pin: idle pull loads no wire.http_v1.live
         from wire.http_v1.live import LIVE_WAIT, LiveWaitAnswer
 
         params = self._build(lambda: tuple(query.to_params().items()))
@@ -614,6 +618,7 @@ class RelayClient:
         answer meets ``409 pairing-token-consumed``: the operator revokes the
         orphan and issues a new token (v1.md "Pairing").
         """
+        # start-up pin: idle pull loads no wire.http_v1.pairing
         from wire.http_v1.pairing import PairingRequest, PairingResponse
 
         if server_instance_id is None and self._binding is not None:
@@ -635,6 +640,7 @@ class RelayClient:
 
     def revoke_credential(self, credential_id: str) -> RevokeResponse:
         """``POST /v1/credentials/<id>/revoke`` (no body; idempotent on retry)."""
+        # start-up pin: idle pull loads no wire.http_v1.pairing
         from wire.http_v1.pairing import RevokeResponse
 
         path = self._build(lambda: paths.credential_revoke_path(credential_id))
@@ -785,6 +791,7 @@ class RelayClient:
         retry_after: float | None,
         started: float,
     ) -> e.RelayClientError:
+        # start-up pin: idle pull loads no wire.http_v1.errors
         from wire.http_v1.errors import ErrorResponse, is_retryable_status
 
         status = response.status_code

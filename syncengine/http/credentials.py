@@ -227,6 +227,7 @@ def load_credential(
     When the binding IDs are given, the credential must belong to them: a
     credential for one team is never presented to another.
     """
+    # start-up pin: import syncengine.http.client loads no syncengine.private_files
     from syncengine.private_files import PrivateFileRefused, read_private_file
 
     check_credentials_folder(path)

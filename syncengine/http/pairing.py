@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from syncengine.http import errors as e
+from syncengine.http.client import RelayBinding, RelayClient
+from syncengine.http.credentials import Credential, Secret
 from wire.errors import WireError
 
 if TYPE_CHECKING:
@@ -57,8 +59,6 @@ class ConnectResult:
 
     @property
     def binding(self) -> RelayBinding:
-        from syncengine.http.client import RelayBinding
-
         return RelayBinding(self.server_instance_id, self.team_id)
 
 
@@ -72,9 +72,6 @@ def connect(
     clock: Callable[[], float] = time.monotonic,
 ) -> ConnectResult:
     """Run health → exchange → verification; return what to persist, or raise."""
-    from syncengine.http.client import RelayClient
-    from syncengine.http.credentials import Credential, Secret
-
     with RelayClient(
         endpoint, config=config, transport=transport, sleep=sleep, clock=clock
     ) as client:

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from syncengine.crash import crash_point
 from syncengine.store.connection import open_connection
 from syncengine.store.errors import InvalidInput
 
@@ -89,8 +90,6 @@ def restore_store(backup: Path, store_path: Path, check: Any) -> Path | None:
     cannot be opened to checkpoint (the damaged store a restore is for) has
     its ``-wal``/``-shm`` kept beside the kept copy before the swap.
     """
-    from syncengine.crash import crash_point
-
     backup = backup.absolute()
     store_path = store_path.absolute()
     if not backup.is_file():

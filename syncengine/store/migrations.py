@@ -19,9 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from syncengine.crash import crash_point
 from syncengine.ids import new_uuid4
 from syncengine.store.connection import all_rows, write_transaction
 from syncengine.store.errors import CorruptStore, StoreError, StoreTooNew
+from syncengine.store.reserved_names import RESERVED_NAMES_TABLE, seed_from_history
 
 if TYPE_CHECKING:
     import apsw
@@ -601,7 +603,6 @@ def _v14_quarantine_outcomes(conn: apsw.Connection) -> None:
             ON sync_quarantine (binding_pk, substr(blob, 1, 160)) WHERE cipher <> 'none';
         """
     )
-    from syncengine.crash import crash_point
 
     # The table is rebuilt, its old copy dropped, nothing committed yet
     # (crash_tests/test_quarantine_migration_crash_point.py).
@@ -655,8 +656,6 @@ def _v16_reserved_names(conn: apsw.Connection) -> None:
     """Member names renamed away, kept reserved for their team (issue #34;
     specs/store.md §4.1): the table, seeded from the former names the
     store's plaintext envelopes still prove (``seed_from_history``)."""
-    from syncengine.store.reserved_names import RESERVED_NAMES_TABLE, seed_from_history
-
     conn.execute(RESERVED_NAMES_TABLE)
     seed_from_history(conn)
 

@@ -29,6 +29,7 @@ change. Every function here runs inside a transaction the caller opened.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -297,7 +298,6 @@ def on_mappings(
     rare covered or already-read messages cost further writes."""
     if not mappings:
         return
-    import json
 
     floor = one_row(
         conn.execute("SELECT read_floor FROM sync_bindings WHERE binding_pk = ?", (binding_pk,))

@@ -23,6 +23,7 @@ heavier than :mod:`syncengine.crash` (issue #17, start-up).
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Literal
 
 from syncengine.crash import crash_point
@@ -145,9 +146,11 @@ def record_rename(
 def _envelope_names(blob: object) -> tuple[str, str] | None:
     """``(from_agent, to_agent)`` of a ``none``-profile blob (base64 of the
     canonical plaintext), or ``None`` when it is not plainly one."""
+    # start-up pin: send loads no base64
     import base64
+
+    # start-up pin: send loads no binascii
     import binascii
-    import json
 
     if not isinstance(blob, str):
         return None
