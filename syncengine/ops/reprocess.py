@@ -16,13 +16,17 @@ come back through :func:`syncengine.ops.apply_pull.apply_pull` with
 rows are not offered: they need an operator, not a new key. ``before_join``
 rows are (issue #33): they need nothing, but an identity of their epoch
 installed later opens them, as it does a ``pending_key``.
+
+The pure :func:`plan_reprocess_page` decides the page from the rows read;
+:func:`reprocess` reads them in one snapshot.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncengine.crash import crash_point
 from syncengine.ops.bindings import BindingKey, load_binding, store_generation
@@ -38,12 +42,17 @@ from syncengine.store.connection import read_transaction
 from syncengine.store.errors import InvalidInput
 from wire.envelope import Envelope
 
+if TYPE_CHECKING:
+    # Only annotations: apsw loads with the store's first connection.
+    import apsw
+
 __all__ = [
     "HELD_IN",
     "KEYSET_SQL",
     "MAX_REPROCESS_LIMIT",
     "ReprocessResult",
     "check_reprocess_limit",
+    "plan_reprocess_page",
     "reprocess",
 ]
 
@@ -54,6 +63,9 @@ MAX_REPROCESS_LIMIT = 1000
 #: installed later opens it too), as the partial index's ``IN`` list spells
 #: them (migration 14): the planner uses the index only on an exact match.
 HELD_IN = ", ".join(f"'{state.value}'" for state in QuarantineState if state.held)
+
+#: The held states' text, for the plan's own check of a loaded row.
+_HELD_VALUES = frozenset(state.value for state in QuarantineState if state.held)
 
 #: One keyset page. ``INDEXED BY`` pins the partial blocking index: left to
 #: itself the planner may prefer the (binding, server_seq) unique index and
@@ -87,8 +99,35 @@ def check_reprocess_limit(limit: object) -> int:
     return limit
 
 
+def plan_reprocess_page(
+    state: SyncState,
+    loaded: Sequence[SyncReprocessCandidate],
+    limit: int,
+    after: tuple[int, str],
+) -> ReprocessResult:
+    """The page from the rows one snapshot read (up to ``limit + 1`` in
+    keyset order; the extra one only says there is more). Pure.
+
+    Only held rows strictly after ``after`` are offered: an imported or
+    ``corrupt_state`` row is settled and never judged again here, and a
+    keyset page never repeats an earlier page's row (specs/sync-stage1.md
+    §4.4). ``next_after`` is the last candidate's key exactly when
+    ``has_more``."""
+    offered = [
+        row
+        for row in loaded
+        if row.prior_status in _HELD_VALUES and (row.server_seq, row.wire_id) > after
+    ]
+    has_more = len(offered) > limit
+    candidates = tuple(offered[:limit])
+    next_after = None
+    if has_more:
+        next_after = format_page_key(candidates[-1].server_seq, candidates[-1].wire_id)
+    return ReprocessResult(state, candidates, SyncReprocessPage(next_after, has_more))
+
+
 def reprocess(
-    conn: Any, path: Path, key: BindingKey, limit: int, page_after: str | None
+    conn: apsw.Connection, path: Path, key: BindingKey, limit: int, page_after: str | None
 ) -> ReprocessResult:
     check_reprocess_limit(limit)
     after = parse_page_key(page_after) if page_after is not None else (0, "")
@@ -96,16 +135,12 @@ def reprocess(
         binding = load_binding(conn, key)
         if binding is None:
             state = SyncState(store_generation(conn), 0)
-            rows: list[Any] = []
+            loaded: list[SyncReprocessCandidate] = []
         else:
             state = SyncState(binding.driver_generation, binding.transport_cursor)
-            rows = conn.execute(KEYSET_SQL, (binding.pk, after[0], after[1], limit + 1)).fetchall()
+            loaded = [
+                SyncReprocessCandidate(r[0], r[1], r[2], Envelope(r[3], r[4], r[5], r[6]), r[7])
+                for r in conn.execute(KEYSET_SQL, (binding.pk, after[0], after[1], limit + 1))
+            ]
         crash_point("reprocess.snapshot.after_read")
-    has_more = len(rows) > limit
-    rows = rows[:limit]
-    candidates = tuple(
-        SyncReprocessCandidate(r[0], r[1], r[2], Envelope(r[3], r[4], r[5], r[6]), r[7])
-        for r in rows
-    )
-    next_after = format_page_key(rows[-1][0], rows[-1][1]) if has_more else None
-    return ReprocessResult(state, candidates, SyncReprocessPage(next_after, has_more))
+    return plan_reprocess_page(state, loaded, limit, after)
