@@ -17,7 +17,7 @@ only for what it uses.
 
 from typing import TYPE_CHECKING
 
-from wire.lazy import lazy_exports
+from syncengine._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from syncengine.engine.connect import Connected, connect_store, read_token

@@ -16,7 +16,7 @@ imports :mod:`relay`.
 
 from typing import TYPE_CHECKING
 
-from wire.lazy import lazy_exports
+from syncengine._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from syncengine.http.client import ClientConfig, RelayBinding, RelayClient, check_endpoint

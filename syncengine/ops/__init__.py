@@ -11,7 +11,7 @@ importable under its own name.
 
 from typing import TYPE_CHECKING
 
-from wire.lazy import lazy_exports
+from syncengine._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from syncengine.ops.apply_pull import ApplyResult
