@@ -2,22 +2,24 @@
 
 A layer is a subpackage (``syncengine.store``, ``relay.http``, ``wire.http_v1``)
 or, for a module that sits directly in ``syncengine`` or ``relay``, that
-module (``syncengine.<crash>``, ``relay.<admission>``); the codec's own
-modules (``wire.jcs``, ``wire.envelope`` …) are one layer, ``wire``. Every ``import`` and
-``from … import`` naming a project module is counted once per imported name,
-as one of three kinds, because they bind differently:
+module (``syncengine.crash``, ``syncengine.local_store``); the codec's own
+modules (``wire.jcs``, ``wire.envelope`` …) are one layer, ``wire`` — the
+same layers, by the same names, as ``LAYERS`` in ``tests/test_import_graph.py``.
+Every ``import`` and ``from … import`` naming a project module is counted
+once per imported name, as one of three kinds, because they bind differently:
 
 * ``top`` — at module level: paid when the importing module loads;
 * ``fn`` — inside a function body: paid when that function first runs (the
   lazy imports that keep command start-up small);
 * ``tc`` — under ``if TYPE_CHECKING:``: never executed, read by mypy only.
 
-``tests/test_import_graph.py`` forbids module cycles of all three kinds; this
-script shows the coarser picture the architecture map describes, so the map
-can be checked against the code: ``python scripts/import_layers.py`` prints
+``tests/test_import_graph.py`` forbids module cycles of all three kinds, and
+any import that does not point down its ``LAYERS`` order; this script shows
+the measured edges between layers, so the order and the architecture map can
+be compared with the code: ``python scripts/import_layers.py`` prints
 every edge between two layers; ``--package syncengine`` keeps the edges
-leaving one package; ``--from syncengine.store --to syncengine.ops`` lists the
-module-level edges behind one layer edge.
+leaving one package; ``--from syncengine.local_store --to syncengine.ops`` lists the
+module edges (every kind) behind one layer edge.
 """
 
 from __future__ import annotations
@@ -53,9 +55,7 @@ def layer(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1 or (parts[0] == "wire" and parts[1] != "http_v1"):
         return parts[0]  # the codec's own modules read as one layer
-    if (ROOT / parts[0] / parts[1]).is_dir():
-        return ".".join(parts[:2])
-    return f"{parts[0]}.<{parts[1]}>"
+    return ".".join(parts[:2])
 
 
 def _nearest(name: str) -> str | None:
