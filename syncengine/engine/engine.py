@@ -128,8 +128,9 @@ class EngineStatus:
     @property
     def messages_blocked(self) -> dict[str, int]:
         """Quarantined envelopes per blocking status (none imported yet)."""
-        # The state table the store already loaded, not the quarantine
-        # listing's module: ``status`` imports no more (issue #17, start-up).
+        # QUARANTINE_STATES comes from ops.states, which the store already
+        # loaded, not from the quarantine listing's module: ``status``
+        # imports no more (issue #17, start-up).
         return {
             status: count
             for status, count in sorted(self.sync.quarantine.items())
