@@ -19,6 +19,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from relay.http.app import create_app
+from relay.http.live import LiveOptions
 from relay.storage.base import RelayStore
 from tests.relay.backends import BACKENDS, Backend, require_postgres
 from tests.relay.helpers import FakeClock, Team, issue_token, provision, team_headers
@@ -95,10 +96,18 @@ class Relay:
         return Device(team, body["credential"], body["credential_id"])
 
 
-def make_relay(backend: Backend, **store_kwargs: Any) -> Iterator[Relay]:
+def make_relay(
+    backend: Backend,
+    *,
+    live: LiveOptions | None = LiveOptions(),  # noqa: B008 - frozen, the app's own default
+    metrics: bool = False,
+    **store_kwargs: Any,
+) -> Iterator[Relay]:
+    """The one in-process relay: a fresh store of ``backend`` behind the app,
+    with the live extension and ``/metrics`` only when a test asks for them."""
     store = backend.new_store(**store_kwargs)
     clock = FakeClock()
-    app = create_app(store, clock=clock)
+    app = create_app(store, clock=clock, live=live, metrics=metrics)
     try:
         with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as client:
             yield Relay(store, client, clock, backend)

@@ -19,10 +19,9 @@ import apsw
 import httpx
 import psycopg
 import pytest
-from starlette.testclient import TestClient
 
 from relay.errors import OperatorError
-from relay.http.app import ProtocolHeaders, create_app
+from relay.http.app import ProtocolHeaders
 from relay.http.live import LiveHub, LiveOptions
 from relay.logformat import ACCESS_ATTRIBUTE, ACCESS_LOGGER
 from relay.secrets import timestamp
@@ -30,8 +29,8 @@ from relay.storage import location
 from relay.storage.pg_live import APPLICATION_NAME
 from relay.storage.pg_schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from tests.relay.backends import Backend
-from tests.relay.conftest import Device, Relay
-from tests.relay.helpers import FakeClock, batch, provision
+from tests.relay.conftest import Device, Relay, make_relay
+from tests.relay.helpers import batch, provision
 from tests.support.live_relay import Database, LiveRelay, running_relay
 from tests.support.live_relay import provision as live_provision
 from wire.http_v1.live import LIVE_HEADER, LIVE_HEADER_VALUE, LIVE_WAIT, LiveWaitAnswer
@@ -43,14 +42,7 @@ FAST = LiveOptions(tick_seconds=0.2, max_waits_per_credential=2, max_waits=3)
 
 
 def _relay(backend: Backend, live: LiveOptions | None, metrics: bool = False) -> Iterator[Relay]:
-    store = backend.new_store()
-    clock = FakeClock()
-    app = create_app(store, clock=clock, live=live, metrics=metrics)
-    try:
-        with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as client:
-            yield Relay(store, client, clock, backend)
-    finally:
-        store.close()
+    return make_relay(backend, live=live, metrics=metrics)
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from relay.http.app import create_app
 from relay.server import is_loopback, metrics_enabled
 from relay.storage.base import RelayStore
 from tests.relay.backends import Backend
+from tests.relay.conftest import make_relay
 from tests.relay.helpers import FakeClock, Team, batch, issue_token, provision, team_headers
 from tests.support.live_relay import database_for, running_relay
 
@@ -65,13 +66,8 @@ def value(samples: Samples, name: str, **labels: str) -> float | None:
 
 @pytest.fixture
 def metrics_relay(backend: Backend) -> Iterator[MetricsRelay]:
-    store = backend.new_store()
-    try:
-        app = create_app(store, clock=FakeClock(), metrics=True)
-        with TestClient(app, base_url="http://127.0.0.1") as client:
-            yield MetricsRelay(store, client, backend)
-    finally:
-        store.close()
+    for relay in make_relay(backend, metrics=True):
+        yield MetricsRelay(relay.store, relay.client, backend)
 
 
 def test_requests_are_counted_by_route_template_method_and_status(
