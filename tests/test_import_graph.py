@@ -69,7 +69,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("relay.workers",),
     ("relay.cli",),
     # the client
-    ("syncengine._startup", "syncengine.crash", "syncengine.ids", "syncengine.private_files"),
+    (
+        "syncengine._lazy",
+        "syncengine._startup",
+        "syncengine.crash",
+        "syncengine.ids",
+        "syncengine.private_files",
+    ),
     ("syncengine",),  # the package itself: __version__ and the start-up hook
     ("syncengine.store",),  # the tables and the transactions over them
     ("syncengine.http", "syncengine.ops"),  # the relay client; the sync operations
