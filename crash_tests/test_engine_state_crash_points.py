@@ -1,5 +1,5 @@
 """Kill the engine's own state transitions at their named crash points, then
-restart (specs/engine.md "Crash points").
+restart (specs/engine.md §2.5).
 
 Each case runs the real command (``syncengine connect`` / ``sync`` /
 ``security set`` / ``security identity``) as its own process against a real

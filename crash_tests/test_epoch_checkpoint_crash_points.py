@@ -1,6 +1,6 @@
 """Kill every transition that writes the epoch checkpoint at its commit, then
 restart (syncengine/engine/epoch_checkpoint.py; specs/age-v1.md "Epoch
-authority"; specs/engine.md "Crash points").
+authority"; specs/engine.md §2.5).
 
 Each case runs the real command as its own process against a real relay on
 127.0.0.1 with ``SYNCENGINE_CRASH_AT=<point>``, asserts exit 77, then checks

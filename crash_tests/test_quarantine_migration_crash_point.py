@@ -1,5 +1,5 @@
 """Migration 14 killed before its commit (syncengine/store/migrations.py;
-specs/engine.md "Key epochs"): ``sync_quarantine`` is rebuilt with the wider
+specs/engine.md §6.5): ``sync_quarantine`` is rebuilt with the wider
 status CHECK in one transaction. Killed at ``store.migrate.quarantine_outcomes``
 (the new table filled, the old one dropped, nothing committed), the store
 stays at version 13 with every quarantine row as it was, and the next open

@@ -1,5 +1,5 @@
 """Kill ``syncengine seed`` at its commit, then run it again
-(syncengine/ops/seed.py; specs/engine.md "Seeding a machine from a backup").
+(syncengine/ops/seed.py; specs/engine.md §7.2).
 
 The seed is one transaction of the seeded store (``seed.commit``). A
 machine that joined by a rotation holds two older messages as

@@ -73,7 +73,7 @@ STAGE2_CRASH_POINTS: tuple[str, ...] = tuple(
     for when in ("before", "after")
 )
 
-#: The engine's own state transitions (specs/engine.md "Crash points"; proven
+#: The engine's own state transitions (specs/engine.md §2.5; proven
 #: by crash_tests/test_engine_state_crash_points.py), in the order passed.
 ENGINE_CRASH_POINTS: tuple[str, ...] = (
     # connect: the 0600 credential file is written (atomic rename) before its

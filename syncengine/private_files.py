@@ -1,5 +1,5 @@
 """Reading a secret file only when nobody else can read or swap it
-(specs/engine.md "Credentials and secrets").
+(specs/engine.md §1.6).
 
 The credential file, the age identity file and a ``--token @FILE`` all hold
 secrets, so all three are read the same way: opened without following a

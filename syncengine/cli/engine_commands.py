@@ -1,6 +1,6 @@
 """Engine commands: ``connect``, ``push``, ``pull``, ``sync``, ``run``,
 ``status``, ``resync``, ``reprocess`` and ``security`` (specs/engine.md
-"Commands").
+§8.3).
 
 Every command takes ``--store PATH`` (else ``SYNCENGINE_STORE``, else the
 XDG location), ``--team TEAM`` (optional when the store has one connected

@@ -4,8 +4,8 @@
   recipients and whether this machine holds its identity; and the retained
   snapshot checkpoint (revision, digest, writer generation);
 * ``add --key-id K --recipients-file F [--identity FILE]`` schedules a
-  rotation at the relay's next sequence boundary (specs/engine.md "Key
-  epochs"). Adding a machine is a new epoch whose recipients include it;
+  rotation at the relay's next sequence boundary (specs/engine.md
+  §6.2). Adding a machine is a new epoch whose recipients include it;
   removing one is a new epoch without it — and revoking its credential;
 * ``export --output FILE`` writes the team's epoch snapshot and prints its
   SHA-256 digest, which the operator confirms on the other machine;

@@ -6,7 +6,7 @@ one step more verbose from the default ``warning``; ``-q`` only errors) or,
 when neither is given, ``SYNCENGINE_LOG=debug|info|warning|error``. One
 handler on stderr, with a UTC timestamp and the logger name, or one JSON
 object per line with ``--log-format json``. Messages never carry secrets:
-the client scrubs them before logging (specs/engine.md "Security").
+the client scrubs them before logging (specs/engine.md §1.6).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The sync engine: cycles of push and pull between a local store and a relay.
 
-Public surface (specs/engine.md):
+Public surface (specs/engine.md §2.2):
 
 - :class:`Engine` — ``Engine(store_path, team=None, ...)`` with
   :meth:`~Engine.push`, :meth:`~Engine.pull`, :meth:`~Engine.sync`,

@@ -1,6 +1,6 @@
 """``connect``: pair a device with a relay team and persist the binding atomically.
 
-specs/engine.md "Connecting a store"; server/spec/v1.md "Pairing and
+specs/engine.md §3.1; server/spec/v1.md "Pairing and
 per-device credentials". The order is what makes a failure leave nothing
 half-connected:
 
@@ -22,7 +22,7 @@ half-connected:
    effort), and :class:`ConnectFailed` says so.
 
 A key-epoch or security history is never started afresh over a team's
-existing one by accident (specs/engine.md "Connecting a store"; profile
+existing one by accident (specs/engine.md §3.1; profile
 "Epoch snapshots": a new device obtains the confirmed checkpoint, and the
 server's policy alone never enables writes): when the relay's stream
 already holds messages and the team's policy requires, or ever required,
@@ -149,8 +149,8 @@ def read_token(source: str, stdin: BinaryIO) -> Secret:
 
 class FreshHistoryRefused(ConfigurationError):
     """``connect`` would start a fresh security or key-epoch history on a
-    team whose relay stream already has one (specs/engine.md "Connecting a
-    store")."""
+    team whose relay stream already has one (specs/engine.md
+    §3.1)."""
 
     code = "fresh-history-refused"
 
@@ -215,7 +215,7 @@ class Connected:
     #: An interrupted connect's credential file, renamed aside (not deleted).
     orphaned_credential_file: Path | None = None
     #: The relay's retention floor at connect: above 0, the first pull gets
-    #: a 410 until an operator accepts the gap (specs/engine.md).
+    #: a 410 until an operator accepts the gap (specs/engine.md §5.3).
     min_available_seq: int = 0
     #: ``--start-new-key-history`` was needed and used: the team starts over.
     started_new_key_history: bool = False

@@ -102,8 +102,8 @@ def probe_pull(ctx: CycleContext, caps: Capabilities | None = None) -> tuple[int
 
 def write_plan(ctx: CycleContext, caps: Capabilities) -> WritePlan:
     """The write set a push may use under the snapshot ``caps``
-    (:func:`~syncengine.engine.security.plan_write`; specs/engine.md "The
-    cycle"), with the key-epoch rule on top: a boundary before the newest
+    (:func:`~syncengine.engine.security.plan_write`; specs/engine.md
+    §4), with the key-epoch rule on top: a boundary before the newest
     epoch's own writes nothing. A plan that allows nothing new is logged
     (``push.blocked``) every time it is made, idle push or not."""
     from wire.profiles import supported_ciphers

@@ -1,4 +1,4 @@
-"""One sync cycle's steps against the relay and the store (specs/engine.md "The cycle").
+"""One sync cycle's steps against the relay and the store (specs/engine.md §4).
 
 The steps, each a function of a :class:`CycleContext`:
 
@@ -439,7 +439,7 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
     Every round is a whole push — preflight, prepare, POST, reconcile — but
     round *r + 1* is prepared (sealed and published) while round *r*'s last
     POST is on the wire, so sealing and storing overlap the relay's work
-    instead of waiting for it (specs/engine.md "Draining a backlog"). This
+    instead of waiting for it (specs/engine.md §4.3). This
     keeps every rule of a single push:
 
     - round *r + 1* prepares after round *r*'s last local position, so the
@@ -543,7 +543,7 @@ def pull_pages(ctx: CycleContext, page_limit: int, cursor: int, caps: Capabiliti
     ``caps`` — both as :func:`~syncengine.engine.context.probe_pull` returned
     them — until the relay has nothing more.
 
-    A pipeline of three stages (specs/engine.md "Pulling"): the next page is
+    A pipeline of three stages (specs/engine.md §4.6): the next page is
     requested on a thread as soon as the current one has arrived; the
     current page's envelopes are opened (on worker processes for a large
     age-v1 page, see :mod:`~syncengine.engine.workers`) while the page

@@ -5,7 +5,7 @@ credential file), reads the identity file at most once per process, runs
 the cycle steps of :mod:`syncengine.engine.cycle`, and records the outcome
 of every operation in the store (``engine_status``) in one transaction —
 success, failure with its remedy, and the durable resync-required marker
-(specs/engine.md "Durable engine state"). It never exits the process and
+(specs/engine.md §2.3). It never exits the process and
 never moves a cursor outside the Stage-1 operations.
 
 Usage::
@@ -405,7 +405,7 @@ class Engine:
         (durably, across processes): the floor and ``current_seq`` of a relay
         never go backwards, and ``current_seq`` is never below what this
         machine pulled. A snapshot that contradicts them halts the operation
-        before anything acts on it (issue #14; specs/engine.md "Trust")."""
+        before anything acts on it (issue #14; specs/engine.md §9)."""
         if self._seen is None:
             with read_transaction(self.store.conn, self.store.path) as conn:
                 floor, current = st.load_seen(conn, self.connection.binding_pk)
@@ -609,7 +609,7 @@ class Engine:
         """One push of at most ``limit`` candidates, or with ``drain`` the
         whole backlog in such rounds — only its preflight when nothing waits
         for an acknowledgement, where an idle run stops before the push
-        pipeline is even imported (specs/engine.md "An idle push")."""
+        pipeline is even imported (specs/engine.md §4.2)."""
         # start-up pin: status loads no syncengine.engine.context
         from syncengine.engine.context import idle_push
 
@@ -637,7 +637,7 @@ class Engine:
         when the caller holds one nothing since can have outdated), then the
         pages — unless the snapshot shows nothing past the cursor, where an
         idle scheduled run stops before the pipeline and its records are
-        even imported (specs/engine.md "An idle pull"; issue #17, start-up)."""
+        even imported (specs/engine.md §4.5; issue #17, start-up)."""
         # start-up pin: status loads no syncengine.engine.context
         from syncengine.engine.context import nothing_past, probe_pull
 
@@ -863,7 +863,7 @@ class Engine:
         self, key_id: str, recipients_file: str, identity_file: str | None = None
     ) -> KeyEpoch:
         """Schedule a rotation to a new epoch at the relay's next sequence
-        boundary (specs/engine.md "Key epochs"; profile "Multi-writer cutover
+        boundary (specs/engine.md §6.2; profile "Multi-writer cutover
         protocol", this machine's steps): everything is validated before the
         capability request, the drain is re-checked inside the one
         transaction (crash point ``engine.epoch``). The caller holds the

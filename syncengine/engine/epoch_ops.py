@@ -1,6 +1,6 @@
 """Key-epoch operations of one connection: rotate, export, import, identities.
 
-specs/engine.md "Key epochs"; docs/spec/age-v1-profile.md "Recipient-set
+specs/engine.md §6; docs/spec/age-v1-profile.md "Recipient-set
 epochs", "Epoch snapshots and rollback resistance" and "Multi-writer
 cutover protocol". The pure history and snapshot rules are
 :mod:`syncengine.engine.epochs`; this module reads operator files and runs

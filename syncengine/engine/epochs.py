@@ -1,7 +1,7 @@
 """The sequence-effective key-epoch history of one binding, and its snapshot.
 
 docs/spec/age-v1-profile.md "Recipient-set epochs" and "Epoch snapshots and
-rollback resistance"; our decisions are specs/engine.md "Key epochs".
+rollback resistance"; our decisions are specs/engine.md §6.
 
 - A binding's age-v1 configuration is an append-only list of epochs. Epoch
   revision 0 is effective from sequence 1; each later one from the relay's

@@ -20,7 +20,7 @@ returns::
     ├── IntegrityHalted            6     halted    a durable halt stands; an operator resumes
     └── ConnectFailed              7     refused   persisting a connection failed; rolled back
 
-Exit codes (specs/engine.md "Exit codes"): 0 ok, 2 usage, 3 transient (try
+Exit codes (specs/engine.md §8.3): 0 ok, 2 usage, 3 transient (try
 again), 4 refused by the relay, 5 resync-required, 6 halted (another stream
 answered, or a conflict was recorded), 7 not connected / local
 configuration, 8 locked, and the store's own 10/12/13.

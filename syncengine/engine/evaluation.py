@@ -1,4 +1,4 @@
-"""Judging pulled envelopes (specs/engine.md "Evaluation"; v1.md "Pull state
+"""Judging pulled envelopes (specs/engine.md §4.4; v1.md "Pull state
 layers").
 
 Every envelope is judged under the read policy effective at its own
@@ -142,7 +142,7 @@ def judge(
 def joined_later(epoch: KeyEpoch, epochs: Sequence[KeyEpoch], identity: IdentityLookup) -> bool:
     """Whether this machine joined the team after ``epoch``: it holds an
     identity for a later epoch, and no identity it holds is a recipient of
-    ``epoch``'s manifest (issue #33; specs/engine.md "Key epochs").
+    ``epoch``'s manifest (issue #33; specs/engine.md §6.5).
 
     Such an envelope was never sealed to this machine, so it is not waiting
     for a key: ``before_join``, held but not blocking. A machine that *was*

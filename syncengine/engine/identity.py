@@ -1,4 +1,4 @@
-"""Reading the epoch identity file (specs/engine.md "Keys").
+"""Reading the epoch identity file (specs/engine.md §6.1).
 
 The engine and its worker processes both read the identity through here:
 by path, validated against the epoch manifest, so the secret never crosses

@@ -1,6 +1,6 @@
 """``syncengine resync``: the operator's approval of a retention gap
 (retention-gap-resynchronization.md "Explicit gap acceptance"; specs/engine.md
-"Retention-gap resync").
+§5.2).
 
 Polling never calls this: a ``410 resync-required`` stays a durable,
 visible stop until an operator names the floor they accept. Before anything

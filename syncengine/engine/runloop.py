@@ -1,4 +1,4 @@
-"""``syncengine run``: the long-lived loop (specs/engine.md "The run loop").
+"""``syncengine run``: the long-lived loop (specs/engine.md §8.1).
 
 UPSTREAM-RECORDS §5.3, with upstream's field lessons as rules:
 

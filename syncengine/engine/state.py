@@ -1,4 +1,4 @@
-"""Durable engine state in the store (migration 4; specs/engine.md "Durable engine state").
+"""Durable engine state in the store (migration 4; specs/engine.md §2.3).
 
 Every function here runs inside the caller's storage transaction, so each
 engine state transition — connecting, appending a security revision,
@@ -436,7 +436,7 @@ def replace_credential(
     reaches the relay at ``endpoint``); nothing else of it changes, except
     that a standing failure of the old credential or address (:data:`REPLACE_RESOLVES`)
     is resolved — state ``ok``, as ``resume`` and ``resync`` leave the binding
-    they unblock (specs/engine.md "Pairing again"). The failure itself is kept
+    they unblock (specs/engine.md §3.2). The failure itself is kept
     for the record; ``status`` shows it as resolved."""
     conn.execute(
         "UPDATE engine_bindings SET endpoint = ?, credential_id = ?, credential_path = ?"

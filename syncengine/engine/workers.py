@@ -1,5 +1,5 @@
 """Worker processes for sealing and opening large age-v1 batches
-(specs/engine.md "Parallel sealing and opening").
+(specs/engine.md §4.7).
 
 Why processes: age-v1 costs about 0.2 ms of X25519 and ChaCha20-Poly1305
 per message, and the ``cryptography`` calls hold the GIL, so threads run

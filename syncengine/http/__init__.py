@@ -10,7 +10,7 @@
 - :mod:`~syncengine.http.pairing`: :func:`connect`, health → pairing exchange →
   verified result (imported on first use, like the rest).
 
-specs/engine.md describes the behaviour as built. This package never
+specs/engine.md §1 describes the behaviour as built. This package never
 imports :mod:`relay`.
 """
 

@@ -2,7 +2,7 @@
 
 Every failure the relay client can report is a :class:`RelayClientError`.
 Each class carries three things the engine and the operator need
-(server/spec/v1.md "Error and retry semantics"; specs/engine.md):
+(server/spec/v1.md "Error and retry semantics"; specs/engine.md §1.4):
 
 - ``code``: the protocol error code when the relay (or an intermediary's
   status) implies one, otherwise a client-side code naming the condition;
@@ -84,7 +84,7 @@ __all__ = [
 
 
 class EngineState(enum.StrEnum):
-    """What the engine does after an error of a class (specs/engine.md).
+    """What the engine does after an error of a class (specs/engine.md §1.5).
 
     None of these exits the process: upstream #773 (a definitive refusal
     killed the engine) and #814 (a proxy page did) are the lessons.

@@ -1,7 +1,7 @@
 """Retry classification and the retry loop: the one place that decides.
 
 server/spec/v1.md "Error and retry semantics" is the table implemented
-here (specs/engine.md shows it as built):
+here (specs/engine.md §1.4 shows it as built):
 
 - unknown outcome — a timeout, lost connection, or HTTP 500/502/503/504,
   including a proxy's page without the protocol header (upstream #814) — is
@@ -89,7 +89,7 @@ class RetryPolicy:
 
 #: The longest wait a ``Retry-After`` can impose (seconds): a relay, or
 #: anything on the path, cannot park a client for longer than an hour per
-#: answer, whatever it sends (specs/engine.md "Retry table").
+#: answer, whatever it sends (specs/engine.md §1.4).
 MAX_RETRY_AFTER = 3600.0
 
 
@@ -180,7 +180,7 @@ def classify_status_without_envelope(
     """An answer lacking the protocol header: the status alone may still decide.
 
     v1.md: a 502/503/504 from an intermediary has no envelope and clients
-    apply the status rule (#814). Decision (specs/engine.md): a proxy's 413
+    apply the status rule (#814). Decision D1 (specs/engine.md §1.3): a proxy's 413
     (request body limit) and 429 (edge rate limit) are also classified by
     status, because their meaning does not depend on the body and treating
     them as protocol violations would leave a batch unsplit or an engine

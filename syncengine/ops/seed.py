@@ -1,5 +1,5 @@
 """``seed``: give a machine the team's older history from a teammate's backup
-(issue #33; specs/engine.md "Seeding a machine from a backup").
+(issue #33; specs/engine.md §7.2).
 
 A machine that joined an encrypted team by a rotation holds the older
 envelopes as ``before_join`` (or ``pending_key``): it pulled them, it can

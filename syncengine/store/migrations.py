@@ -207,7 +207,7 @@ _ENGINE_STATES = (
 
 
 def _v4_engine_state(conn: apsw.Connection) -> None:
-    """Durable sync-engine state (specs/engine.md "Durable engine state").
+    """Durable sync-engine state (specs/engine.md §2.3).
 
     ``engine_bindings`` is the non-secret connection of one local team to
     one Stage-1 binding: endpoint, credential file *path* and ID (never the
@@ -422,7 +422,7 @@ def _v8_seen_relay_state(conn: apsw.Connection) -> None:
     a later snapshot whose floor or ``current_seq`` is lower contradicts it,
     and the engine halts instead of acting on it; and the durable
     integrity-halt marker (``halt_*``) that keeps a binding stopped until an
-    operator runs ``syncengine resume`` (specs/engine.md "Trust")."""
+    operator runs ``syncengine resume`` (specs/engine.md §9)."""
     conn.execute(
         """
         ALTER TABLE engine_status ADD COLUMN seen_floor INTEGER NOT NULL DEFAULT 0

@@ -161,7 +161,7 @@ def test_a_held_plaintext_envelope_re_served_under_a_new_wire_id_is_undetectable
     with byzantine_scene(live, tmp_path) as scene:
         _serve_an_old_envelope_as_the_next_message(scene)
         # ``none`` envelopes are deterministic and carry no wire ID: the copy
-        # looks like a second genuine "m0" (specs/engine.md "Trust": what
+        # looks like a second genuine "m0" (specs/engine.md §9: what
         # plaintext cannot detect) — and the genuine message at that sequence
         # is never fetched. e2ee-required teams are not exposed to this.
         assert scene.attack().error is None

@@ -710,7 +710,7 @@ def test_a_read_state_page_claiming_a_longer_stream_halts_at_the_next_snapshot(
     """The page's ``current_seq`` is a snapshot claim like the capabilities'
     one: the relay's next honest snapshot contradicts it and halts. What the
     page said of bob's reads was merged — a relay may advance read state
-    (specs/engine.md "Trust": cannot detect) — but nothing is lost, and the
+    (specs/engine.md §9: cannot detect) — but nothing is lost, and the
     operator's resume forgets the contradicted claim."""
 
     def inflate(bob: str) -> Change:

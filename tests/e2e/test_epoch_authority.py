@@ -1,5 +1,5 @@
 """Epoch authority end to end (issue #34; specs/age-v1.md "Epoch authority",
-specs/engine.md "Connecting a store"): against a live relay, a machine never
+specs/engine.md §3.1): against a live relay, a machine never
 starts a fresh security or key-epoch history over a team's existing one by
 accident, snapshots travel as a hash chain every machine checks against the
 checkpoint it retains, and ``disconnect`` does not reset that checkpoint.

@@ -1,5 +1,5 @@
 """Seeding a machine that joined later from a teammate's backup, end to end
-(issue #33, item 3; specs/engine.md "Seeding a machine from a backup"):
+(issue #33, item 3; specs/engine.md §7.2):
 three machines, a real relay and the real CLI.
 
 a and b share epoch-1; a rotates to epoch-2 to add c, which joins with its

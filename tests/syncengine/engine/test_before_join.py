@@ -5,7 +5,7 @@ identity for that epoch, and the identity it holds for a later epoch is not
 in that epoch's manifest — is ``before_join``: held (unprojected, judged
 again by ``reprocess``), but not blocking. A machine that was a recipient
 and only lacks the identity file keeps ``pending_key``
-(specs/engine.md "Key epochs").
+(specs/engine.md §6.5).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Connecting a store: validated first, persisted all-or-nothing, secrets kept off
-argv, out of the store and out of error text (specs/engine.md "Connecting a store")."""
+argv, out of the store and out of error text (specs/engine.md §3.1)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The operator's retention-gap resync against the in-process fake relay
 (retention-gap-resynchronization.md "Explicit gap acceptance"; specs/engine.md
-"Retention-gap resync"): what must hold before anything changes, the
+§5.2): what must hold before anything changes, the
 idempotent rerun, and what the binding looks like afterwards."""
 
 from __future__ import annotations

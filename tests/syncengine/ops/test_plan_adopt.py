@@ -1,6 +1,6 @@
 """The pure adoption plans of ``syncengine/ops/adopt.py``, tested directly.
 
-Rules (specs/engine.md, adoption after a restore, issue #15 item 5; a new
+Rules (specs/engine.md §7.1 and §3.4, adoption after a restore, issue #15 item 5; a new
 binding over an existing history, ``sync_adoptable``): a local message is
 adopted at most once, only by a page message of the same sender, recipient
 and creation time, identical messages pair one to one oldest first, and a

@@ -1,5 +1,5 @@
-"""``seed`` (syncengine/ops/seed.py; specs/engine.md "Seeding a machine from a
-backup"): a teammate's backup fills in the held rows it maps to the same
+"""``seed`` (syncengine/ops/seed.py; specs/engine.md
+§7.2): a teammate's backup fills in the held rows it maps to the same
 sequence and envelope — all of them in one transaction, or none when one
 contradicts what this machine pulled."""
 
