@@ -22,13 +22,17 @@ decimal sequences within the signed 64-bit range, the one reason string, and
 the sequence arithmetic ``gap_start = expected + 1``, ``gap_end = floor``,
 ``expected < floor <= current_seq`` checked by whoever reads a record —
 the driver for ``sync_resync``, the engine for its two outputs.
+
+The pure :func:`plan_resync` judges an approval against the binding's
+loaded facts (:class:`ResyncFacts`) and returns what to write
+(:class:`ResyncPlan`); :func:`resync` loads, writes and commits.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncengine.ops.bindings import (
     BindingKey,
@@ -50,13 +54,20 @@ from wire.errors import WireError
 from wire.scalars import format_seq
 from wire.schema import expect_object
 
+if TYPE_CHECKING:
+    # Only annotations: apsw loads with the store's first connection.
+    import apsw
+
 __all__ = [
     "CAPABILITY_STAGE1_RESYNC",
     "RESYNC_REASON",
+    "ResyncFacts",
+    "ResyncPlan",
     "SyncResync",
     "SyncResyncAudit",
     "SyncResyncResult",
     "SyncResyncStatus",
+    "plan_resync",
     "resync",
     "resync_status",
 ]
@@ -295,7 +306,7 @@ class SyncResyncResult:
 # -- the operations -------------------------------------------------------------------
 
 
-def _load_audit(conn: Any, binding: SyncBinding, floor: int) -> SyncResyncAudit | None:
+def _load_audit(conn: apsw.Connection, binding: SyncBinding, floor: int) -> SyncResyncAudit | None:
     row = conn.execute(
         "SELECT expected_transport_cursor, accepted_floor FROM sync_resync_audits"
         " WHERE binding_pk = ? AND driver_generation = ? AND accepted_floor = ?",
@@ -305,7 +316,7 @@ def _load_audit(conn: Any, binding: SyncBinding, floor: int) -> SyncResyncAudit 
 
 
 def resync_status(
-    conn: Any, path: Path, key: BindingKey, accepted_floor: int | None
+    conn: apsw.Connection, path: Path, key: BindingKey, accepted_floor: int | None
 ) -> SyncResyncStatus:
     """The generation, transport cursor and the audit for ``accepted_floor``
     (``None`` when no floor is asked for): strictly read-only. A stream this
@@ -323,40 +334,86 @@ def resync_status(
     return SyncResyncStatus(binding.driver_generation, binding.transport_cursor, audit)
 
 
+@dataclass(frozen=True, slots=True)
+class ResyncFacts:
+    """What :func:`resync` loads before judging an approval: the binding's
+    state (``None`` for a stream never bound here, which the approval
+    creates at cursor 0), its transport cursor, and the audit already
+    recorded for the requested floor, if any."""
+
+    state: BindingState | None
+    transport_cursor: int
+    audit: SyncResyncAudit | None
+
+
+@dataclass(frozen=True, slots=True)
+class ResyncPlan:
+    """The one acceptance to record, and where the transport cursor goes."""
+
+    audit: SyncResyncAudit
+
+    @property
+    def transport_cursor(self) -> int:
+        """The accepted floor: nothing below it can be pulled any more."""
+        return self.audit.accepted_floor
+
+
+def plan_resync(facts: ResyncFacts, request: SyncResync) -> ResyncPlan:
+    """Judge an approval (already :meth:`SyncResync.check`-ed) against the
+    loaded facts. Pure; refusals in this order:
+
+    * a retired binding is never revived (``InvalidInput``);
+    * a floor already accepted is not accepted twice (``Conflict``: the
+      audit row is immutable, retention-gap-resynchronization.md "Driver
+      transaction and audit record");
+    * a cursor other than ``expected_transport_cursor`` makes the approval
+      stale (``StaleBinding``): a pull or another resync moved it.
+
+    Otherwise the cursor moves to the floor, exactly, never past it, and the
+    gap recorded is ``expected + 1 .. floor`` (specs/sync-stage1.md §4.5)."""
+    if facts.state is not None and facts.state is not BindingState.ACTIVE:
+        raise InvalidInput("binding", "the binding is retired; a resync cannot revive it")
+    floor = request.min_available_seq
+    if facts.audit is not None:
+        raise Conflict(
+            f"a retention gap up to {floor} was already accepted for this binding; "
+            "run resync-status to read it"
+        )
+    if facts.transport_cursor != request.expected_transport_cursor:
+        raise StaleBinding(
+            f"the transport cursor is {facts.transport_cursor}, not the expected "
+            f"{request.expected_transport_cursor}; the approval is stale (re-read the "
+            "relay's floor and approve again)"
+        )
+    return ResyncPlan(SyncResyncAudit(request.expected_transport_cursor, floor))
+
+
 def resync(
-    conn: Any, path: Path, key: BindingKey, request: SyncResync, now: str
+    conn: apsw.Connection, path: Path, key: BindingKey, request: SyncResync, now: str
 ) -> SyncResyncResult:
     """Accept the gap ``expected + 1 .. floor`` and move the transport cursor
     to the floor, in one transaction (crash points ``resync.commit.*``).
 
     The stored cursor must still be exactly ``expected_transport_cursor``
     (an optimistic check: a pull or another resync that moved it makes this
-    approval stale), and no audit may exist for this floor. Nothing but the
-    binding's transport cursor and revision changes besides the new row —
-    except on a stream never bound here (a fresh machine whose first pull
-    met the relay's floor), where the binding is created at cursor 0 in the
-    same transaction, as any other sync write creates it.
+    approval stale), and no audit may exist for this floor
+    (:func:`plan_resync`). Nothing but the binding's transport cursor and
+    revision changes besides the new row — except on a stream never bound
+    here (a fresh machine whose first pull met the relay's floor), where the
+    binding is created at cursor 0 in the same transaction, as any other
+    sync write creates it.
     """
     request.check()
     with sync_transaction(conn, path, "resync.commit") as conn:
-        if (
-            found := load_binding(conn, key)
-        ) is not None and found.state is not BindingState.ACTIVE:
-            raise InvalidInput("binding", "the binding is retired; a resync cannot revive it")
+        found = load_binding(conn, key)
+        facts = ResyncFacts(
+            None if found is None else found.state,
+            0 if found is None else found.transport_cursor,
+            None if found is None else _load_audit(conn, found, request.min_available_seq),
+        )
+        plan = plan_resync(facts, request)
         binding = open_binding(conn, key, now)
-        floor = request.min_available_seq
-        if _load_audit(conn, binding, floor) is not None:
-            raise Conflict(
-                f"a retention gap up to {floor} was already accepted for this binding; "
-                "run resync-status to read it"
-            )
-        if binding.transport_cursor != request.expected_transport_cursor:
-            raise StaleBinding(
-                f"the transport cursor is {binding.transport_cursor}, not the expected "
-                f"{request.expected_transport_cursor}; the approval is stale (re-read the "
-                "relay's floor and approve again)"
-            )
-        audit = SyncResyncAudit(request.expected_transport_cursor, floor)
+        audit = plan.audit
         conn.execute(
             "INSERT INTO sync_resync_audits (binding_pk, driver_generation, accepted_floor,"
             " expected_transport_cursor, gap_start, gap_end, current_seq, reason, accepted_at)"
@@ -364,7 +421,7 @@ def resync(
             (
                 binding.pk,
                 binding.driver_generation,
-                floor,
+                audit.accepted_floor,
                 audit.expected_transport_cursor,
                 audit.gap_start,
                 audit.gap_end,
@@ -373,5 +430,5 @@ def resync(
                 now,
             ),
         )
-        advance_binding(conn, binding, transport_cursor=floor)
+        advance_binding(conn, binding, transport_cursor=plan.transport_cursor)
     return SyncResyncResult(binding.driver_generation, audit)
