@@ -15,8 +15,6 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from syncengine.cli.keys import read_identity_file
-from wire.age_profile import make_open_context, make_seal_params, parse_recipients_file
 from wire.errors import ProfileError, WireError
 
 if TYPE_CHECKING:
@@ -68,6 +66,9 @@ def _read(path: Path, option: str) -> bytes:
 
 
 def _recipients(args: argparse.Namespace) -> list[str]:
+    # start-up pin (CRYPTO): only age-v1 loads wire.age_profile
+    from wire.age_profile import parse_recipients_file
+
     found = list(args.recipient)
     if args.recipients_file is not None:
         found += parse_recipients_file(_read(args.recipients_file, "--recipients-file"))
@@ -81,6 +82,9 @@ def _require(args: argparse.Namespace, *names: str) -> None:
 
 
 def age_seal_params(args: argparse.Namespace, max_blob_bytes: int) -> SealParams:
+    # start-up pin (CRYPTO): only age-v1 loads wire.age_profile
+    from wire.age_profile import make_seal_params
+
     _require(args, "key_id", "team_id", "wire_id")
     return make_seal_params(
         team_id=args.team_id,
@@ -93,6 +97,9 @@ def age_seal_params(args: argparse.Namespace, max_blob_bytes: int) -> SealParams
 
 
 def age_open_context(args: argparse.Namespace, allowed: frozenset[str] | None) -> OpenContext:
+    # start-up pin (CRYPTO): only age-v1 loads wire.age_profile and wire.age_keys
+    from syncengine.cli.keys import read_identity_file
+    from wire.age_profile import make_open_context
 
     _require(args, "team_id", "wire_id", "trusted_key_id")
     identity: bytes | None = None

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from syncengine.cli import epochs
-from wire.age_keys import AgeKeyError, X25519Identity, parse_identity_file
 from wire.errors import WireError
 
 EXIT_OK = 0
@@ -64,6 +63,9 @@ def identity_file_text(secret: str, recipient: str) -> str:
 
 
 def _run_generate(args: argparse.Namespace) -> int:
+    # start-up pin (CRYPTO): only this path loads wire.age_keys
+    from wire.age_keys import X25519Identity
+
     path: Path = args.output
     if path.exists() or path.is_symlink():
         return _fail("generate", f"{path}: already exists; refusing to overwrite an identity")
@@ -91,6 +93,9 @@ def read_identity_file(path: Path) -> bytes:
     Raises OSError, or AgeKeyError for an oversized file; neither carries
     any of the file's content.
     """
+    # start-up pin (CRYPTO): only this path loads wire.age_keys
+    from wire.age_keys import AgeKeyError
+
     with open(path, "rb") as handle:
         mode = os.fstat(handle.fileno()).st_mode
         if mode & (stat.S_IRWXG | stat.S_IRWXO):
@@ -106,6 +111,9 @@ def read_identity_file(path: Path) -> bytes:
 
 
 def _run_recipient(args: argparse.Namespace) -> int:
+    # start-up pin (CRYPTO): only this path loads wire.age_keys
+    from wire.age_keys import parse_identity_file
+
     path: Path = args.file
     try:
         identity = parse_identity_file(read_identity_file(path), field_name=str(path))

@@ -85,7 +85,6 @@ from syncengine.store import teams
 from syncengine.store.connection import read_transaction, write_transaction
 from syncengine.store.errors import InvalidInput
 from syncengine.store.names import check_local_team
-from wire.age_profile import EpochManifest, install_identity
 from wire.errors import WireError
 from wire.scalars import format_timestamp
 
@@ -182,6 +181,8 @@ class EpochConfig:
             return None
         if key_id is None or recipients_file is None:
             raise ConfigurationError("--key-id and --recipients-file go together")
+        # start-up pin (CRYPTO): a plaintext connect loads no wire.age_profile
+        from wire.age_profile import EpochManifest, install_identity
 
         manifest = EpochManifest.from_strings(key_id, read_recipients(key_id, recipients_file))
         identity_path = None

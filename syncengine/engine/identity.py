@@ -14,7 +14,6 @@ from pathlib import Path
 from syncengine.engine.errors import ConfigurationError
 from syncengine.engine.state import ConnectionRecord
 from syncengine.private_files import PrivateFileRefused, read_private_file
-from wire.age_profile import EpochManifest, install_identity
 from wire.errors import WireError
 
 __all__ = ["read_identity"]
@@ -27,6 +26,9 @@ def read_identity(connection: ConnectionRecord, path: Path, key_id: str | None =
     """Read and validate an identity file against the manifest of epoch
     ``key_id`` (default: the current epoch); errors name the path and the
     rule, never a byte of the file."""
+    # start-up pin (CRYPTO): only age-v1 loads wire.age_profile
+    from wire.age_profile import EpochManifest, install_identity
+
     epoch = connection.epochs.current if key_id is None else connection.epochs.by_key_id(key_id)
     assert epoch is not None
     try:
