@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 from starlette.testclient import TestClient
@@ -295,3 +296,35 @@ def test_the_relay_cli_inits_and_serves_a_placement_through_one_port(
             assert len(page["messages"]) == count
     assert two.rows_of("a", "messages", team_a) == 2
     assert two.rows_of("b", "messages", placed_id) == 3
+
+
+def test_each_worker_of_a_group_serves_the_team_in_the_second_database(
+    two: TwoDatabases, tmp_path: Path
+) -> None:
+    from tests.relay.test_workers import running_group
+    from tests.support import live_relay as live
+
+    placed_id = new_uuid7()
+    two.place({placed_id: "b"})
+    assert live.cli(two.location, "init").returncode == 0
+    document = {
+        "team_id": placed_id,
+        "team_name": "team-b",
+        "members": [{"member_id": new_uuid7(), "name": "leader"}],
+    }
+    (tmp_path / "b.json").write_text(json.dumps(document), encoding="utf-8")
+    assert live.cli(two.location, "team", "apply", str(tmp_path / "b.json")).returncode == 0
+
+    with running_group(two.location, "--workers", "2", "--no-access-log") as group:
+        headers = group.pair(placed_id)
+        for pid in group.pids:
+            with group.only(pid):
+                posted = httpx.post(
+                    group.url + "/v1/messages",
+                    json={"messages": batch(2)},
+                    headers=headers,
+                    timeout=60,
+                )
+                assert posted.status_code == 200, posted.text
+    assert two.rows_of("b", "messages", placed_id) == 4
+    assert two.count("a", "SELECT count(*) FROM messages") == 0
