@@ -22,14 +22,19 @@ exact reads set-union (kept by wire ID even before their message arrives),
 coverage is projected onto messages already held, and exact facts are
 garbage-collected only when a durable mapping proves their sequence lies
 under the merged frontier — never by wire ID alone.
+
+The decisions are pure and tested on their own: :func:`check_snapshot`,
+:func:`judge_member` and :func:`safe_prefix` (prepare), :func:`plan_read_apply`
+(apply). The shells load the facts they need, write what the plans say and
+commit, in the same transactions and crash points as before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncengine.ops.bindings import BindingKey, SyncBinding, open_binding, sync_transaction
 from syncengine.ops.read_records import (
@@ -48,14 +53,29 @@ from syncengine.ops.read_records import (
 from syncengine.ops.states import BindingState
 from syncengine.store import read_overlay as overlay
 from syncengine.store import teams
+from syncengine.store.connection import all_rows, one_row
 from syncengine.store.errors import InvalidInput
+
+if TYPE_CHECKING:
+    # Only annotations: apsw loads with the store's first connection.
+    import apsw
 
 __all__ = [
     "MAX_EXACT_PER_PREPARE",
+    "ExactWrite",
+    "FrontierWrite",
+    "MemberFacts",
+    "MemberVerdict",
     "PrepareReadResult",
+    "ReadApplyPlan",
     "apply_read_state",
     "block_member",
+    "check_snapshot",
+    "judge_member",
+    "plan_read_apply",
+    "prefix_target",
     "prepare_read_state",
+    "safe_prefix",
     "unblock_member",
 ]
 
@@ -85,7 +105,7 @@ class PrepareReadResult:
         return [*(a.to_obj() for a in self.answers), *(e.to_obj() for e in self.exact)]
 
 
-def _binding(conn: Any, key: BindingKey, now: str) -> SyncBinding:
+def _binding(conn: apsw.Connection, key: BindingKey, now: str) -> SyncBinding:
     """The stream's binding, created (and the local team interned) on a
     machine that never bound it: a host's read-state phase may run before
     anything was pulled there (specs/store.md §11.1)."""
@@ -95,29 +115,30 @@ def _binding(conn: Any, key: BindingKey, now: str) -> SyncBinding:
     return binding
 
 
-def _read_floor(conn: Any, binding_pk: int) -> int:
-    row = conn.execute(
-        "SELECT read_floor FROM sync_bindings WHERE binding_pk = ?", (binding_pk,)
-    ).fetchone()
+def _read_floor(conn: apsw.Connection, binding_pk: int) -> int:
+    row = one_row(
+        conn.execute("SELECT read_floor FROM sync_bindings WHERE binding_pk = ?", (binding_pk,))
+    )
     return int(row[0])
 
 
-def _check_snapshot(binding: SyncBinding, floor: int, current: int, stored_floor: int) -> None:
-    """A snapshot that contradicts what this binding already holds is terminal."""
+def check_snapshot(transport_cursor: int, floor: int, current: int, stored_floor: int) -> None:
+    """A snapshot that contradicts what this binding already holds is
+    terminal (pure): the relay's floor never goes back, and its head is
+    never below what this store already pulled (specs/read-state.md §5)."""
     if floor < stored_floor:
         raise InvalidInput(
             "min_available_seq",
             f"the relay's floor {floor} lies below the floor {stored_floor} it reported before",
         )
-    if current < binding.transport_cursor:
+    if current < transport_cursor:
         raise InvalidInput(
             "current_seq",
-            f"current_seq {current} lies below this store's transport cursor "
-            f"{binding.transport_cursor}",
+            f"current_seq {current} lies below this store's transport cursor {transport_cursor}",
         )
 
 
-def _merge_floor(conn: Any, binding: SyncBinding, floor: int, now: str) -> set[int]:
+def _merge_floor(conn: apsw.Connection, binding: SyncBinding, floor: int, now: str) -> set[int]:
     stored = _read_floor(conn, binding.pk)
     if floor <= stored:
         return set()
@@ -127,7 +148,7 @@ def _merge_floor(conn: Any, binding: SyncBinding, floor: int, now: str) -> set[i
     return overlay.project_range(conn, binding.pk, stored, floor, None, now)
 
 
-def _roster_member(conn: Any, team_pk: int, member_id: str) -> tuple[int, str] | None:
+def _roster_member(conn: apsw.Connection, team_pk: int, member_id: str) -> tuple[int, str] | None:
     row = conn.execute(
         "SELECT member_pk, name FROM members WHERE team_pk = ? AND member_id = ? AND roster = 1",
         (team_pk, member_id),
@@ -135,8 +156,8 @@ def _roster_member(conn: Any, team_pk: int, member_id: str) -> tuple[int, str] |
     return None if row is None else (int(row[0]), str(row[1]))
 
 
-@dataclass(slots=True)
-class _Member:
+@dataclass(frozen=True, slots=True)
+class MemberFacts:
     """One roster member's read-state facts on a binding, loaded at once."""
 
     pk: int
@@ -147,7 +168,7 @@ class _Member:
     exact: bool
 
 
-def _members(conn: Any, binding: SyncBinding) -> dict[str, _Member]:
+def _members(conn: apsw.Connection, binding: SyncBinding) -> dict[str, MemberFacts]:
     """Every roster member of the binding's team with its stored frontier,
     block and whether it has queued or exact reads: one query for the whole
     roster (≤ 1,000 rows) instead of several per member."""
@@ -163,19 +184,23 @@ def _members(conn: Any, binding: SyncBinding) -> dict[str, _Member]:
             "SELECT DISTINCT member_id FROM read_remote_exact WHERE binding_pk = ?", (binding.pk,)
         )
     }
-    stored = dict(
-        conn.execute(
-            "SELECT member_id, server_seq FROM read_remote_frontiers WHERE binding_pk = ?",
-            (binding.pk,),
-        ).fetchall()
+    stored: dict[str, int] = dict(
+        all_rows(
+            conn.execute(
+                "SELECT member_id, server_seq FROM read_remote_frontiers WHERE binding_pk = ?",
+                (binding.pk,),
+            )
+        )
     )
-    blocks = dict(
-        conn.execute(
-            "SELECT member_id, reason FROM read_blocks WHERE binding_pk = ?", (binding.pk,)
-        ).fetchall()
+    blocks: dict[str, str] = dict(
+        all_rows(
+            conn.execute(
+                "SELECT member_id, reason FROM read_blocks WHERE binding_pk = ?", (binding.pk,)
+            )
+        )
     )
     return {
-        member_id: _Member(
+        member_id: MemberFacts(
             pk, name, stored.get(member_id, 0), blocks.get(member_id), member_id in queued,
             member_id in exact,
         )
@@ -187,8 +212,65 @@ def _members(conn: Any, binding: SyncBinding) -> dict[str, _Member]:
     }  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class MemberVerdict:
+    """How prepare answers one member of the context (:func:`judge_member`)."""
+
+    #: The member is answered with this block (no frontier, no exact reads).
+    block: str | None = None
+    #: Record (or refresh) a name-mismatch block with this detail first.
+    record_mismatch: str | None = None
+    #: The names agree again: the stored name-mismatch block is deleted.
+    clear_mismatch: bool = False
+
+
+def judge_member(local: MemberFacts | None, relay_name: str) -> MemberVerdict:
+    """Whether a context member may get a frontier (pure; specs/read-state.md
+    §5, ADR 0007). A member with no local row is blocked for a name
+    mismatch (adoption left it out: its name is another member's here); one
+    whose local name differs from the relay's is durably blocked until the
+    names agree again — unless an operator's limit block holds it, which
+    only an unblock clears; names that agree again clear a stored
+    mismatch; any other stored block stands."""
+    if local is None:
+        return MemberVerdict(block=REASON_NAME_MISMATCH)
+    if local.name != relay_name:
+        if local.block == REASON_LIMIT:
+            return MemberVerdict(block=REASON_LIMIT)
+        detail = f"the relay names this member {relay_name!r}, this store {local.name!r}"
+        return MemberVerdict(block=REASON_NAME_MISMATCH, record_mismatch=detail)
+    if local.block == REASON_NAME_MISMATCH:
+        return MemberVerdict(clear_mismatch=True)
+    return MemberVerdict(block=local.block)
+
+
+def prefix_target(effective: int, transport_cursor: int, blocking: int | None) -> int:
+    """How far a member's frontier could reach before its own unread
+    messages are looked at (pure): the transport cursor, beyond which no
+    outcome is durable yet, and short of the first blocking quarantine
+    entry, whose recipient nobody knows. Below ``effective`` means the
+    frontier stays."""
+    target = transport_cursor
+    if blocking is not None:
+        target = min(target, blocking - 1)
+    return target
+
+
+def safe_prefix(effective: int, target: int, unread: int | None) -> int:
+    """The member's new frontier (pure): ``target``, or short of its first
+    uncovered message ``unread`` (the shell looks for it only in
+    ``(effective, target]``) — and never below ``effective``, so a
+    frontier never moves backwards (read-state-synchronization.md
+    "Frontier"; specs/read-state.md §5)."""
+    if target <= effective:
+        return effective
+    if unread is None or unread > target:  # nothing uncovered up to the target
+        return target
+    return max(unread - 1, effective)
+
+
 def _set_block(
-    conn: Any, binding_pk: int, member_id: str, reason: str, detail: str, now: str
+    conn: apsw.Connection, binding_pk: int, member_id: str, reason: str, detail: str, now: str
 ) -> None:
     conn.execute(
         "INSERT INTO read_blocks (binding_pk, member_id, reason, detail, blocked_at)"
@@ -199,7 +281,7 @@ def _set_block(
     )
 
 
-def _first_blocking_seq(conn: Any, binding_pk: int, after: int) -> int | None:
+def _first_blocking_seq(conn: apsw.Connection, binding_pk: int, after: int) -> int | None:
     """The lowest quarantined ``server_seq`` above ``after`` with no durable
     import outcome: its recipient is unknown, so no member's prefix passes it."""
     found = []
@@ -211,7 +293,7 @@ def _first_blocking_seq(conn: Any, binding_pk: int, after: int) -> int | None:
         "SELECT min(server_seq) FROM sync_quarantine INDEXED BY sync_quarantine_corrupt"
         " WHERE binding_pk = ? AND server_seq > ? AND status = 'corrupt_state'",
     ):
-        row = conn.execute(sql, (binding_pk, after)).fetchone()
+        row = one_row(conn.execute(sql, (binding_pk, after)))
         if row[0] is not None:
             found.append(int(row[0]))
     return min(found) if found else None
@@ -268,7 +350,7 @@ _BY_READER = f"""
 
 
 def _first_unread_seq(
-    conn: Any,
+    conn: apsw.Connection,
     binding_pk: int,
     reader: int,
     after: int,
@@ -300,27 +382,12 @@ def _first_unread_seq(
     if top >= upto:
         return None
     args.update(after=top, upto=upto)
-    row = conn.execute(_BY_READER, args).fetchone()
+    row = one_row(conn.execute(_BY_READER, args))
     return None if row[0] is None else int(row[0])
 
 
-def _safe_prefix(
-    conn: Any, binding: SyncBinding, reader: int, effective: int, blocking: int | None
-) -> int:
-    """The prefix from ``effective`` up to the transport cursor, before the
-    first blocking entry (``blocking``) and the reader's first uncovered
-    message."""
-    target = binding.transport_cursor
-    if blocking is not None:
-        target = min(target, blocking - 1)
-    if target <= effective:
-        return effective
-    unread = _first_unread_seq(conn, binding.pk, reader, effective, target)
-    return target if unread is None else max(unread - 1, effective)
-
-
 def prepare_read_state(
-    conn: Any, path: Path, key: BindingKey, context: SyncReadContext, now: str
+    conn: apsw.Connection, path: Path, key: BindingKey, context: SyncReadContext, now: str
 ) -> PrepareReadResult:
     """One transaction (``read.prepare.*``): the floor merged and projected,
     name mismatches blocked, and each member's frontier and exact reads."""
@@ -337,7 +404,9 @@ def prepare_read_state(
     with sync_transaction(conn, path, "read.prepare") as conn:
         binding = _binding(conn, key, now)
         stored_floor = _read_floor(conn, binding.pk)
-        _check_snapshot(binding, context.min_available_seq, context.current_seq, stored_floor)
+        check_snapshot(
+            binding.transport_cursor, context.min_available_seq, context.current_seq, stored_floor
+        )
         readers = _merge_floor(conn, binding, context.min_available_seq, now)
         overlay.compact_readers(conn, readers)
         budget = MAX_EXACT_PER_PREPARE
@@ -353,33 +422,30 @@ def prepare_read_state(
         blocking: dict[int, int | None] = {}
         for member_id, relay_name in context.members:
             local = roster.get(member_id)
-            if local is None:
-                # Adoption left it out: its name is another relay member's
-                # here for good (store/teams.py adopt_roster).
-                block(member_id, REASON_NAME_MISMATCH)
-                continue
-            if local.name != relay_name:
-                if local.block == REASON_LIMIT:  # only an operator's unblock clears that
-                    block(member_id, REASON_LIMIT)
-                    continue
-                detail = f"the relay names this member {relay_name!r}, this store {local.name!r}"
-                _set_block(conn, binding.pk, member_id, REASON_NAME_MISMATCH, detail, now)
-                block(member_id, REASON_NAME_MISMATCH)
-                continue
-            if local.block == REASON_NAME_MISMATCH:  # the names agree again
+            verdict = judge_member(local, relay_name)
+            if verdict.record_mismatch is not None:
+                _set_block(
+                    conn, binding.pk, member_id, REASON_NAME_MISMATCH, verdict.record_mismatch, now
+                )
+            if verdict.clear_mismatch:
                 conn.execute(
                     "DELETE FROM read_blocks WHERE binding_pk = ? AND member_id = ?",
                     (binding.pk, member_id),
                 )
-            elif local.block is not None:
-                block(member_id, local.block)
+            if verdict.block is not None:
+                block(member_id, verdict.block)
                 continue
+            assert local is not None  # judge_member blocks a member without a row
             effective = max(local.stored, floor)
             prefix = effective
             if binding.transport_cursor > effective:
                 if effective not in blocking:  # shared by members at the same frontier
                     blocking[effective] = _first_blocking_seq(conn, binding.pk, effective)
-                prefix = _safe_prefix(conn, binding, local.pk, effective, blocking[effective])
+                target = prefix_target(effective, binding.transport_cursor, blocking[effective])
+                unread = None
+                if target > effective:
+                    unread = _first_unread_seq(conn, binding.pk, local.pk, effective, target)
+                prefix = safe_prefix(effective, target, unread)
             pending: list[str] = []
             if local.queued and budget > 0:
                 pending = [
@@ -403,7 +469,97 @@ def prepare_read_state(
     return PrepareReadResult(tuple(frontiers), tuple(exact), tuple(blocked), tuple(answers))
 
 
-def _mapped_seq(conn: Any, binding_pk: int, wire_id: str) -> int | None:
+@dataclass(frozen=True, slots=True)
+class FrontierWrite:
+    """Max-merge ``member_id``'s remote frontier from ``before`` to ``after``
+    and project the coverage of ``(before, after]`` locally."""
+
+    member_id: str
+    before: int
+    after: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExactWrite:
+    """Keep an exact remote read (by wire ID) and project it locally."""
+
+    member_id: str
+    wire_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReadApplyPlan:
+    """What one page writes, in page order, and whose facts are collected."""
+
+    writes: tuple[FrontierWrite | ExactWrite, ...]
+    #: Members whose exact facts and queued reads are garbage-collected.
+    collect: tuple[str, ...]
+    #: Members of the page this store holds (the result's count).
+    members: frozenset[str]
+
+
+def plan_read_apply(
+    roster: Mapping[str, MemberFacts],
+    floor: int,
+    current_seq: int,
+    items: Sequence[SyncReadFrontier | SyncReadExact],
+    mapped: Mapping[str, int | None],
+) -> ReadApplyPlan:
+    """Decide one page of the relay's read state (pure; specs/read-state.md
+    §5, read-state-synchronization.md "Apply").
+
+    ``floor`` is the merged read floor, ``mapped`` the durable sequence of
+    each exact item's wire ID (``None``: not held yet). Items of members this
+    store holds no row for are passed over; among the rest one frontier per
+    member and none beyond ``current_seq`` (else the whole page is refused,
+    nothing written). A frontier only max-merges — it never moves a stored
+    frontier backwards; a name-mismatch-blocked member's items are never
+    merged; an exact read already under the member's frontier is not kept.
+    """
+    seen_frontier: set[str] = set()
+    members: set[str] = set()
+    for index, item in enumerate(items):
+        if item.member_id not in roster:
+            continue
+        # The item's name is formatted only for a refusal (a page holds 1,000).
+        if isinstance(item, SyncReadFrontier):
+            if item.member_id in seen_frontier:
+                raise InvalidInput(
+                    f"item {index + 1}.member_id", "a member has one frontier per page"
+                )
+            if item.server_seq > current_seq:
+                raise InvalidInput(f"item {index + 1}.server_seq", "a frontier beyond current_seq")
+            seen_frontier.add(item.member_id)
+        members.add(item.member_id)
+    stored = {member_id: local.stored for member_id, local in roster.items()}
+    writes: list[FrontierWrite | ExactWrite] = []
+    touched: set[str] = set()
+    for item in items:
+        local = roster.get(item.member_id)
+        if local is None:
+            continue
+        if local.block == REASON_NAME_MISMATCH:
+            continue  # a name mismatch never authorizes advancing a frontier
+        before = max(stored[item.member_id], floor)
+        if isinstance(item, SyncReadFrontier):
+            if item.server_seq > before:
+                writes.append(FrontierWrite(item.member_id, before, item.server_seq))
+                stored[item.member_id] = item.server_seq
+            continue
+        touched.add(item.member_id)
+        seq = mapped.get(item.wire_id)
+        if seq is not None and seq <= before:
+            continue  # already covered by the frontier: nothing to keep
+        writes.append(ExactWrite(item.member_id, item.wire_id))
+    collect = tuple(
+        member_id
+        for member_id in sorted(members)
+        if roster[member_id].queued or roster[member_id].exact or member_id in touched
+    )
+    return ReadApplyPlan(tuple(writes), collect, frozenset(members))
+
+
+def _mapped_seq(conn: apsw.Connection, binding_pk: int, wire_id: str) -> int | None:
     """The durable ``server_seq`` a wire ID maps to in this binding, if any."""
     for sql in (
         "SELECT server_seq FROM sync_push WHERE binding_pk = ? AND wire_id = ? AND state = 'acked'",
@@ -415,7 +571,7 @@ def _mapped_seq(conn: Any, binding_pk: int, wire_id: str) -> int | None:
     return None
 
 
-def _collect_garbage(conn: Any, binding_pk: int, member_id: str) -> None:
+def _collect_garbage(conn: apsw.Connection, binding_pk: int, member_id: str) -> None:
     """Drop exact facts a durable mapping proves covered, and queued reads
     the relay already holds (covered or known exactly)."""
     effective = overlay.effective_frontier(conn, binding_pk, member_id)
@@ -440,85 +596,66 @@ def _collect_garbage(conn: Any, binding_pk: int, member_id: str) -> None:
 
 
 def apply_read_state(
-    conn: Any,
+    conn: apsw.Connection,
     path: Path,
     key: BindingKey,
     snapshot: SyncReadSnapshot,
     items: Sequence[SyncReadFrontier | SyncReadExact],
     now: str,
 ) -> SyncReadApplyResult:
-    """One page of the relay's read state in one transaction (``read.apply.*``)."""
+    """One page of the relay's read state in one transaction (``read.apply.*``):
+    the facts loaded, :func:`plan_read_apply` decides, its writes applied."""
     with sync_transaction(conn, path, "read.apply") as conn:
         binding = _binding(conn, key, now)
         stored_floor = _read_floor(conn, binding.pk)
-        _check_snapshot(binding, snapshot.min_available_seq, snapshot.current_seq, stored_floor)
+        check_snapshot(
+            binding.transport_cursor, snapshot.min_available_seq, snapshot.current_seq, stored_floor
+        )
         roster = _members(conn, binding)
-        seen_frontier: set[str] = set()
-        members: set[str] = set()
         # A member this store holds no row for (one adoption left out, one
         # the relay added since the last prepare) cannot be held here: its
         # items are passed over, as our engine never hands them over. A host
         # engine passes every item of the page, blocked members' included.
-        held = [item for item in items if item.member_id in roster]
-        for index, item in enumerate(items):
-            if item.member_id not in roster:
-                continue
-            # The item's name is formatted only for a refusal (a page holds 1,000).
-            if isinstance(item, SyncReadFrontier):
-                if item.member_id in seen_frontier:
-                    raise InvalidInput(
-                        f"item {index + 1}.member_id", "a member has one frontier per page"
-                    )
-                if item.server_seq > snapshot.current_seq:
-                    raise InvalidInput(
-                        f"item {index + 1}.server_seq", "a frontier beyond current_seq"
-                    )
-                seen_frontier.add(item.member_id)
-            members.add(item.member_id)
-        items = held
+        # The merged floor is the larger of the stored one and the relay's
+        # (_merge_floor below); the page is judged before anything is written.
+        floor = max(stored_floor, snapshot.min_available_seq)
+        mapped = {
+            item.wire_id: _mapped_seq(conn, binding.pk, item.wire_id)
+            for item in items
+            if isinstance(item, SyncReadExact)
+            and (local := roster.get(item.member_id)) is not None
+            and local.block != REASON_NAME_MISMATCH
+        }
+        plan = plan_read_apply(roster, floor, snapshot.current_seq, items, mapped)
         readers = _merge_floor(conn, binding, snapshot.min_available_seq, now)
-        floor = _read_floor(conn, binding.pk)
-        touched: set[str] = set()
-        for item in items:
-            local = roster[item.member_id]
-            if local.block == REASON_NAME_MISMATCH:
-                continue  # a name mismatch never authorizes advancing a frontier
-            before = max(local.stored, floor)
-            if isinstance(item, SyncReadFrontier):
-                if item.server_seq > before:
-                    conn.execute(
-                        "INSERT INTO read_remote_frontiers (binding_pk, member_id, server_seq)"
-                        " VALUES (?, ?, ?) ON CONFLICT (binding_pk, member_id) DO UPDATE SET"
-                        " server_seq = max(server_seq, excluded.server_seq)",
-                        (binding.pk, item.member_id, item.server_seq),
-                    )
-                    local.stored = item.server_seq
-                    readers |= overlay.project_range(
-                        conn, binding.pk, before, item.server_seq, item.member_id, now
-                    )
+        for write in plan.writes:
+            if isinstance(write, FrontierWrite):
+                conn.execute(
+                    "INSERT INTO read_remote_frontiers (binding_pk, member_id, server_seq)"
+                    " VALUES (?, ?, ?) ON CONFLICT (binding_pk, member_id) DO UPDATE SET"
+                    " server_seq = max(server_seq, excluded.server_seq)",
+                    (binding.pk, write.member_id, write.after),
+                )
+                readers |= overlay.project_range(
+                    conn, binding.pk, write.before, write.after, write.member_id, now
+                )
                 continue
-            touched.add(item.member_id)
-            seq = _mapped_seq(conn, binding.pk, item.wire_id)
-            if seq is not None and seq <= before:
-                continue  # already covered by the frontier: nothing to keep
             conn.execute(
                 "INSERT OR IGNORE INTO read_remote_exact (binding_pk, member_id, wire_id)"
                 " VALUES (?, ?, ?)",
-                (binding.pk, item.member_id, item.wire_id),
+                (binding.pk, write.member_id, write.wire_id),
             )
             readers |= overlay.project_wire_reads(
-                conn, binding.pk, [(item.member_id, item.wire_id)], now
+                conn, binding.pk, [(write.member_id, write.wire_id)], now
             )
-        for member_id in sorted(members):
-            local = roster[member_id]
-            if local.queued or local.exact or member_id in touched:
-                _collect_garbage(conn, binding.pk, member_id)
+        for member_id in plan.collect:
+            _collect_garbage(conn, binding.pk, member_id)
         overlay.compact_readers(conn, readers)
-    return SyncReadApplyResult(max(floor, snapshot.min_available_seq), len(members))
+    return SyncReadApplyResult(max(floor, snapshot.min_available_seq), len(plan.members))
 
 
 def block_member(
-    conn: Any, path: Path, key: BindingKey, request: SyncReadBlock, now: str
+    conn: apsw.Connection, path: Path, key: BindingKey, request: SyncReadBlock, now: str
 ) -> SyncReadBlocked:
     """Durably exclude a member from read-state mutations (``read.block.*``);
     its local and remote facts are all kept."""
@@ -534,7 +671,7 @@ def block_member(
 
 
 def unblock_member(
-    conn: Any, path: Path, key: BindingKey, request: SyncReadUnblock, now: str
+    conn: apsw.Connection, path: Path, key: BindingKey, request: SyncReadUnblock, now: str
 ) -> SyncReadUnblocked:
     """The operator's explicit clearing of a block (``read.unblock.*``);
     the next cycle either succeeds or blocks the member again."""
