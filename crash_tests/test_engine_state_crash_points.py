@@ -40,8 +40,8 @@ import pytest
 
 from syncengine.crash import CRASH_EXIT_CODE, ENGINE_CRASH_POINTS
 from syncengine.engine.connect import default_credential_path
-from tests.e2e.conftest import LeanTeam, Machine, exactly_once, run_cli
 from tests.support.live_relay import LiveRelay, cli, relay_fixture
+from tests.support.machines import LeanTeam, Machine, exactly_once, run_cli
 
 CONNECT = ("engine.connect.credential_written", "engine.connect.before_commit")
 RECONNECT = (

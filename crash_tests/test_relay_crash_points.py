@@ -62,8 +62,8 @@ from relay.storage.records import (
 )
 from relay.storage.sqlite import SqliteRelayStore
 from syncengine.engine.errors import EXIT_TRANSIENT
-from tests.e2e.conftest import LeanTeam, exactly_once, relay_counts, relay_port, run_cli
 from tests.support.live_relay import running_relay
+from tests.support.machines import LeanTeam, exactly_once, relay_counts, relay_port, run_cli
 from wire.envelope import Envelope
 
 REPO = Path(__file__).resolve().parents[1]

@@ -39,8 +39,8 @@ from syncengine.crash import CRASH_EXIT_CODE, CRASH_POINTS
 from syncengine.engine.workers import MIN_PARALLEL_BATCH, WORKERS_ENV
 from syncengine.local_store import Store
 from syncengine.store import OutgoingMessage
-from tests.e2e.conftest import LeanTeam, Machine, exactly_once, relay_counts
 from tests.support.live_relay import LiveRelay, relay_fixture
+from tests.support.machines import LeanTeam, Machine, exactly_once, relay_counts
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/environ").exists(), reason="finds processes through /proc"

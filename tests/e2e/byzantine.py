@@ -33,9 +33,9 @@ from syncengine.engine import Engine
 from syncengine.engine.errors import classify
 from syncengine.http import ClientConfig, RetryPolicy
 from syncengine.local_store import Store
-from tests.e2e.conftest import LeanTeam, Machine, age_epoch, relay_port
 from tests.e2e.proxy import Fault, FaultProxy, fault_proxy
 from tests.support.live_relay import LiveRelay
+from tests.support.machines import LeanTeam, Machine, age_epoch, relay_port
 from wire.age_keys import parse_identity_file
 from wire.http_v1.messages import PulledMessage
 from wire.outcome import Importable

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tests.e2e.conftest import Machine
+from tests.support.machines import Machine
 
 __all__ = ["BOUND", "delivery", "running"]
 

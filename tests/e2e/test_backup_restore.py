@@ -14,8 +14,8 @@ import pytest
 from syncengine.crash import CRASH_EXIT_CODE, RESTORE_CRASH_POINTS
 from syncengine.local_store import Store
 from syncengine.ops.history_counts import history_counts, recount_history
-from tests.e2e.conftest import LeanTeam, Machine, exactly_once, relay_counts, run_cli
 from tests.support.live_relay import LiveRelay
+from tests.support.machines import LeanTeam, Machine, exactly_once, relay_counts, run_cli
 
 
 def _history(machine: Machine) -> list[tuple[str, str, str]]:

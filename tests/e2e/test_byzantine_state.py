@@ -53,9 +53,9 @@ from tests.e2e.byzantine import (
     Scene,
     byzantine_scene,
 )
-from tests.e2e.conftest import relay_counts
 from tests.e2e.proxy import Fault, Response
 from tests.support.live_relay import LiveRelay
+from tests.support.machines import relay_counts
 
 READ_STATE = "POST /v1/read-state/sync"
 

@@ -48,9 +48,9 @@ from syncengine.http import errors as e
 from syncengine.http.client import page_response_bound
 from syncengine.http.retry import MAX_RETRY_AFTER
 from tests.e2e.byzantine import PAGES, POST, VICTIM_CONFIG, Attack, Scene, byzantine_scene
-from tests.e2e.conftest import Machine
 from tests.e2e.proxy import Fault, Response, error_body
 from tests.support.live_relay import LiveRelay
+from tests.support.machines import Machine
 
 _MiB = 1024 * 1024
 _KiB = 1024

@@ -20,8 +20,8 @@ import pytest
 
 from syncengine.local_store import Store
 from syncengine.store import OutgoingMessage
-from tests.e2e.conftest import MEMBERS, LeanTeam, exactly_once, relay_counts, run_cli
 from tests.support.live_relay import LiveRelay
+from tests.support.machines import MEMBERS, LeanTeam, exactly_once, relay_counts, run_cli
 
 
 @pytest.mark.parametrize("profile", ["none", "age-v1"])

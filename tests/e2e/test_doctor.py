@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from syncengine.engine import Engine
-from tests.e2e.conftest import LeanTeam, Machine, run_cli
 from tests.support.live_relay import LiveRelay
+from tests.support.machines import LeanTeam, Machine, run_cli
 
 
 def _doctor(machine: Machine) -> tuple[int, dict[str, dict[str, Any]]]:

@@ -22,8 +22,8 @@ from syncengine.crash import (
     STAGE1_CRASH_POINTS,
     STAGE2_CRASH_POINTS,
 )
-from tests.e2e.conftest import LeanTeam, exactly_once, relay_counts, run_cli
 from tests.support.live_relay import LiveRelay
+from tests.support.machines import LeanTeam, exactly_once, relay_counts, run_cli
 
 #: The engine command that passes each crash point (None: no cycle reaches it,
 #: so it must never fire during one — no engine command retires a binding, and

@@ -17,9 +17,9 @@ from relay.storage.sqlite import SqliteRelayStore
 from syncengine.engine.connect import FreshHistoryRefused, connect_store
 from syncengine.engine.epoch_checkpoint import CheckpointRefused
 from syncengine.local_store import Store
-from tests.e2e.conftest import LeanTeam, Machine, age_epoch, run_cli
 from tests.e2e.test_key_epochs import cli_json, export, import_into, manifest
 from tests.support.live_relay import LiveRelay
+from tests.support.machines import LeanTeam, Machine, age_epoch, run_cli
 
 
 def age_team(

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import LeanTeam, Machine, exactly_once, run_cli
 from tests.e2e.live_support import BOUND, delivery, running
 from tests.support.live_relay import LiveRelay, running_relay
+from tests.support.machines import LeanTeam, Machine, exactly_once, run_cli
 
 
 def wait_for(

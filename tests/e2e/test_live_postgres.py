@@ -27,7 +27,7 @@ from tests.e2e.live_support import BOUND, delivery, running
 from tests.e2e.proxy import Fault, fault_proxy
 from tests.relay.backends import require_postgres
 from tests.support.live_relay import LiveRelay, issue_token, provision, running_relay
-from tests.syncengine.engine.test_e2e_live import Machine
+from tests.support.machines import Machine
 
 LIVE = "GET /x-syncengine/live/v1/wait"
 TEAM = "live-team"

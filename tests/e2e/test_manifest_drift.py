@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.e2e.conftest import LeanTeam, run_cli
 from tests.support.live_relay import LiveRelay
-from tests.syncengine.engine.test_e2e_live import age_epoch
+from tests.support.machines import LeanTeam, age_epoch, run_cli
 from wire.age_keys import X25519Identity
 
 

@@ -19,8 +19,8 @@ from relay.storage.sqlite import SqliteRelayStore
 from syncengine.crash import CRASH_EXIT_CODE
 from syncengine.engine import Engine
 from syncengine.local_store import Store
-from tests.e2e.conftest import LeanTeam, Machine, exactly_once, relay_counts, run_cli
 from tests.support.live_relay import LiveRelay
+from tests.support.machines import LeanTeam, Machine, exactly_once, relay_counts, run_cli
 
 
 def _token_file(team: LeanTeam, machine: Machine) -> Path:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import LeanTeam, exactly_once, relay_counts, relay_port, run_cli
 from tests.e2e.proxy import Fault, Response, error_body, fault_proxy
 from tests.support.live_relay import LiveRelay
+from tests.support.machines import LeanTeam, exactly_once, relay_counts, relay_port, run_cli
 
 POST = "POST /v1/messages"
 CAPABILITIES = "GET /v1/capabilities"

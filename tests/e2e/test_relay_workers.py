@@ -22,7 +22,7 @@ from tests.e2e.live_support import BOUND, delivery, running
 from tests.relay.backends import require_postgres
 from tests.relay.test_workers import Group, running_group
 from tests.support.live_relay import issue_token, provision
-from tests.syncengine.engine.test_e2e_live import Machine
+from tests.support.machines import Machine
 
 TEAM = "crew"
 

@@ -20,8 +20,8 @@ import pytest
 from relay.secrets import timestamp, utc_now
 from relay.storage.sqlite import SqliteRelayStore
 from syncengine.engine import Engine
-from tests.e2e.conftest import LeanTeam, Machine, run_cli
 from tests.support.live_relay import LiveRelay
+from tests.support.machines import LeanTeam, Machine, run_cli
 
 
 def _replace(team: LeanTeam, machine: Machine) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from syncengine.engine.connect import connect_store
 from syncengine.local_store import Store
-from tests.e2e.conftest import LeanTeam, Machine, exactly_once, relay_counts, run_cli
 from tests.support.live_relay import LiveRelay
+from tests.support.machines import LeanTeam, Machine, exactly_once, relay_counts, run_cli
 from wire.age_keys import X25519Identity
 
 

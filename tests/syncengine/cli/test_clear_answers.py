@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import LeanTeam, Machine, run_cli
 from tests.support.live_relay import LiveRelay, relay_fixture
+from tests.support.machines import LeanTeam, Machine, run_cli
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ import pytest
 
 from syncengine.local_store import Store
 from tests.support.live_relay import LiveRelay, relay_fixture
-from tests.syncengine.engine.test_e2e_live import Machine, Team
+from tests.support.machines import Machine, Team
 
 #: The HTTP client stack and its retry library.
 HTTP_STACK = ("httpx", "httpcore", "h11", "anyio", "tenacity", "ssl", "http.client", "certifi")

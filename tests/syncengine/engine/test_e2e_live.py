@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,95 +21,14 @@ from syncengine.engine import Engine
 from syncengine.local_store import Store
 from tests.support.live_relay import (
     LiveRelay,
-    cli,
-    issue_token,
-    provision,
     relay_fixture,
 )
-from wire.age_keys import X25519Identity
+from tests.support.machines import Machine, Team, age_epoch
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRelay]:
     yield from relay_fixture(tmp_path_factory)
-
-
-def syncengine(
-    *args: str, store: Path, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "syncengine", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "SYNCENGINE_STORE": str(store)},
-        check=False,
-    )
-
-
-@dataclass
-class Machine:
-    name: str
-    store: Path
-
-    def cli(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return syncengine(*args, store=self.store, stdin=stdin)
-
-    def engine(self) -> Engine:
-        return Engine(self.store)
-
-    def send(self, sender: str, recipient: str, *bodies: str) -> None:
-        with Store(self.store) as store:
-            for body in bodies:
-                store.send("crew", sender, recipient, body)
-
-    def bodies(self) -> list[str]:
-        with Store(self.store) as store:
-            return sorted(m.body for m in store.history("crew"))
-
-    def sync(self) -> Any:
-        with self.engine() as engine:
-            return engine.sync()
-
-
-class Team:
-    def __init__(self, live: LiveRelay, tmp: Path) -> None:
-        self.live, self.tmp = live, tmp
-        self.doc = provision(live.db, tmp, ("alice", "bob", "carol"))
-        self.id: str = self.doc["team_id"]
-
-    def machine(self, name: str, *options: str, mode: str = "plaintext-allowed") -> Machine:
-        directory = self.tmp / name
-        directory.mkdir()
-        machine = Machine(name, directory / "store.db")
-        token = issue_token(self.live.db, self.id)
-        result = machine.cli(
-            "connect", "--endpoint", self.live.base_url, "--token", "-",
-            "--team", "crew", "--security", mode, "--json", *options,
-            stdin=token + "\n",
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr
-        assert token not in result.stdout + result.stderr
-        with Store(machine.store) as store:  # the roster came from the relay
-            assert {m.name for m in store.team("crew").members} >= {"alice", "bob"}
-        return machine
-
-    def relay(self, *args: str) -> None:
-        result = cli(self.live.db, *args)
-        assert result.returncode == 0, result.stderr
-
-
-def age_epoch(tmp: Path, *names: str) -> tuple[Path, dict[str, Path]]:
-    identities = {name: X25519Identity.generate() for name in names}
-    recipients = tmp / "epoch-1.recipients"
-    recipients.write_text("".join(i.recipient.to_string() + "\n" for i in identities.values()))
-    keys = {}
-    for name, identity in identities.items():
-        keys[name] = tmp / f"{name}.key"
-        keys[name].write_text(identity.to_secret_string() + "\n")
-        keys[name].chmod(0o600)
-    return recipients, keys
 
 
 def test_plaintext_messages_converge_exactly_once_both_ways_and_resync_is_idempotent(
