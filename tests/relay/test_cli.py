@@ -14,12 +14,11 @@ from relay.secrets import hash_secret, new_uuid7
 from relay.storage import location
 from syncengine.cli import main
 from tests.relay.backends import BACKENDS, Backend, require_postgres
+from tests.support.cli import run_main
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["relay", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(capsys, ["relay", *args])
 
 
 @pytest.fixture(params=BACKENDS)

@@ -28,12 +28,12 @@ from relay.secrets import utc_now
 from relay.storage import location, pg_schema
 from relay.storage.pg_schema import RELAY_SCHEMA
 from relay.storage.postgres import PostgresRelayStore
-from syncengine.cli import main
 from tests.relay.backends import Backend, require_postgres
 from tests.relay.conftest import make_relay
 from tests.relay.helpers import batch, issue_token, provision, team_headers
 from tests.relay.pg_server import PgServer, start_server
 from tests.relay.test_retention import FORBIDDEN_COLUMNS
+from tests.support.cli import run_main
 from tests.support.live_relay import LiveRelay, running_relay
 
 RELAYS = 3
@@ -277,9 +277,7 @@ def test_database_down_is_503_everywhere_and_the_relay_recovers(own_server: PgSe
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["relay", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(capsys, ["relay", *args])
 
 
 def test_init_creates_tables_only_in_the_relay_schema_and_touches_nothing_else(

@@ -13,6 +13,7 @@ import pytest
 from syncengine.cli.driver.command import run_op
 from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
+from tests.support.cli import json_lines, run_driver
 from tests.syncengine.ops.helpers import foreign_envelope, new_key, pull_record, table
 
 PREPARE = (
@@ -25,12 +26,8 @@ REPO = Path(__file__).resolve().parents[3]
 def run(
     path: Path, op: str, *args: str, stdin: bytes = b""
 ) -> tuple[int, list[dict[str, object]], str]:
-    out, err = io.BytesIO(), io.BytesIO()
-    code = run_op(
-        op, list(args), store_path=str(path), stdin=io.BytesIO(stdin), stdout=out, stderr=err
-    )
-    lines = [json.loads(line) for line in out.getvalue().decode().splitlines()]
-    return code, lines, err.getvalue().decode()
+    code, out, err = run_driver(path, op, *args, stdin=stdin)
+    return code, json_lines(out.decode()), err
 
 
 @pytest.fixture

@@ -13,18 +13,11 @@ from pathlib import Path
 import pytest
 
 from syncengine.cli import COMMAND_MODULES, COMMANDS, main
+from tests.support.cli import syncengine
 
 
 def run(*args: str, store: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "syncengine", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "SYNCENGINE_STORE": str(store)},
-        check=False,
-    )
+    return syncengine(*args, store=store, stdin=stdin)
 
 
 def test_a_literal_token_is_refused_with_exit_2_and_never_echoed(tmp_path: Path) -> None:

@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.cli import main
+from tests.support.cli import run_main
 from wire.age_keys import X25519Identity, parse_identity_file
 
 
 def run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return run_main(capsys, argv)
 
 
 def test_generate_writes_a_0600_identity_file_and_prints_its_recipient(

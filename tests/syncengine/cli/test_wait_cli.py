@@ -19,20 +19,14 @@ import pytest
 from syncengine.cli import COMMANDS
 from syncengine.cli.wait import wait_for_unread
 from syncengine.local_store import Store
+from tests.support.cli import syncengine
 
 # Generous: a loaded 2-core CI machine may take seconds to start Python.
 PROCESS_BOUND = 60.0
 
 
 def run(*args: str, store: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "syncengine", *args],
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_BOUND,
-        env={**os.environ, "SYNCENGINE_STORE": str(store)},
-        check=False,
-    )
+    return syncengine(*args, store=store, timeout=PROCESS_BOUND)
 
 
 def start_wait(*args: str, store: Path) -> subprocess.Popen[str]:

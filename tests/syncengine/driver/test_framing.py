@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import stat
@@ -13,17 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from syncengine.cli.driver.command import CONTROL_OPS, run_op
+from syncengine.cli.driver.command import CONTROL_OPS
 from syncengine.local_store import Store
+from tests.support.cli import run_driver
 from tests.syncengine.driver.contract import DRIVER_FILE, BashDriver
 
 
 def run(op: str, *args: str, path: Path, stdin: bytes = b"") -> tuple[int, list[str], str]:
-    out, err = io.BytesIO(), io.BytesIO()
-    code = run_op(
-        op, list(args), store_path=str(path), stdin=io.BytesIO(stdin), stdout=out, stderr=err
-    )
-    return code, out.getvalue().decode().splitlines(), err.getvalue().decode()
+    code, out, err = run_driver(path, op, *args, stdin=stdin)
+    return code, out.decode().splitlines(), err
 
 
 @pytest.fixture

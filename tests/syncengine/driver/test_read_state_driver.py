@@ -10,7 +10,6 @@ failed check). A refused call leaves the store exactly as it was.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -19,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from syncengine.cli.driver.command import run_op
 from syncengine.ids import new_uuid4, new_uuid7
 from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.sync_records import SyncPullCursor
 from syncengine.store import teams as team_rows
 from syncengine.store.connection import write_transaction
+from tests.support.cli import run_driver
 from tests.syncengine.driver.contract import DRIVER_FILE
 from tests.syncengine.ops.helpers import foreign_envelope, new_key, pull_record, table
 
@@ -77,11 +76,7 @@ GOOD_STDIN = {
 
 def run(path: Path, op: str, *args: str, stdin: bytes = b"") -> tuple[int, bytes, str]:
     """One in-process ``syncengine driver <op>``: exit code, raw stdout, stderr."""
-    out, err = io.BytesIO(), io.BytesIO()
-    code = run_op(
-        op, list(args), store_path=str(path), stdin=io.BytesIO(stdin), stdout=out, stderr=err
-    )
-    return code, out.getvalue(), err.getvalue().decode()
+    return run_driver(path, op, *args, stdin=stdin)
 
 
 def _lines(stdout: bytes) -> list[dict[str, Any]]:

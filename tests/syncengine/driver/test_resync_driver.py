@@ -10,7 +10,6 @@ adapter's (2 usage, 13 a failed check).
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -19,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from syncengine.cli.driver.command import run_op
 from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
 from syncengine.ops.resync import SyncResyncResult, SyncResyncStatus
 from syncengine.ops.sync_records import SyncPullCursor
+from tests.support.cli import run_driver
 from tests.syncengine.driver.contract import DRIVER_FILE
 from tests.syncengine.ops.helpers import foreign_envelope, new_key, pull_record, table
 
@@ -49,11 +48,7 @@ def _stdin(*records: dict[str, Any]) -> bytes:
 
 def run(path: Path, op: str, *args: str, stdin: bytes = b"") -> tuple[int, bytes, str]:
     """One in-process ``syncengine driver <op>``: exit code, raw stdout, stderr."""
-    out, err = io.BytesIO(), io.BytesIO()
-    code = run_op(
-        op, list(args), store_path=str(path), stdin=io.BytesIO(stdin), stdout=out, stderr=err
-    )
-    return code, out.getvalue(), err.getvalue().decode()
+    return run_driver(path, op, *args, stdin=stdin)
 
 
 def _one(stdout: bytes) -> dict[str, Any]:
