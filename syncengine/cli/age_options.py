@@ -15,6 +15,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from syncengine.cli.keys import read_identity_file
 from wire.errors import ProfileError, WireError
 
 if TYPE_CHECKING:
@@ -97,8 +98,7 @@ def age_seal_params(args: argparse.Namespace, max_blob_bytes: int) -> SealParams
 
 
 def age_open_context(args: argparse.Namespace, allowed: frozenset[str] | None) -> OpenContext:
-    # start-up pin (CRYPTO): only age-v1 loads wire.age_profile and wire.age_keys
-    from syncengine.cli.keys import read_identity_file
+    # start-up pin (CRYPTO): only age-v1 loads wire.age_profile
     from wire.age_profile import make_open_context
 
     _require(args, "team_id", "wire_id", "trusted_key_id")

@@ -16,6 +16,7 @@ from typing import Any
 from syncengine.engine import Engine
 from syncengine.engine.errors import classify
 from syncengine.engine.lock import EngineLock, lock_path_for
+from syncengine.local_store import Store
 from syncengine.ops.seed import held_wire_ids, read_backup, seed_history
 from syncengine.store.backup import restore_store
 from syncengine.store.errors import InvalidInput
@@ -91,8 +92,6 @@ def _fail(command: str, exc: BaseException) -> int:
 
 
 def _backup(args: argparse.Namespace) -> int:
-    from syncengine.local_store import Store
-
     try:
         with Store(args.store) as store:
             written = store.backup(args.output)
@@ -104,8 +103,6 @@ def _backup(args: argparse.Namespace) -> int:
 
 
 def _restore(args: argparse.Namespace) -> int:
-
-    from syncengine.local_store import Store
 
     def check(path: Path) -> None:
         with Store(path) as candidate:
@@ -136,8 +133,6 @@ def _restore(args: argparse.Namespace) -> int:
 
 
 def _seed(args: argparse.Namespace) -> int:
-
-    from syncengine.local_store import Store
 
     source = Path(args.input)
     try:

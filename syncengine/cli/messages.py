@@ -17,7 +17,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from syncengine.store import InvalidInput, UnknownTeam
+from syncengine.local_store import Store
+from syncengine.store import InvalidInput, StoreError, UnknownTeam
 from syncengine.store.connection import read_transaction
 from syncengine.store.messages import known_team_names
 from syncengine.store.names import check_local_agent, check_local_team
@@ -62,9 +63,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _guard(args: argparse.Namespace, action: Callable[[Any], None]) -> int:
-    from syncengine.local_store import Store
-    from syncengine.store import StoreError
-
     store = Store(args.store)
     try:
         _check_store_path(store.path)

@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from syncengine.store import InvalidInput, teams
+from syncengine.local_store import Store
+from syncengine.store import InvalidInput, StoreError, teams
 from syncengine.store.connection import read_transaction
 
 __all__ = ["register"]
@@ -82,9 +83,6 @@ def register(subparsers: Any) -> None:
 
 
 def _guard(args: argparse.Namespace, action: Any) -> int:
-    from syncengine.local_store import Store
-    from syncengine.store import StoreError
-
     store = Store(args.store)
     try:
         action(store)

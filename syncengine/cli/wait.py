@@ -36,10 +36,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from syncengine.local_store import Store
+from syncengine.store import StoreError
+
 if TYPE_CHECKING:
     from types import FrameType
 
-    from syncengine.local_store import Store
     from syncengine.store import MessageSent
     from syncengine.store.changes import StoreBell
 
@@ -230,9 +232,6 @@ def _connected(store: Store, team: str) -> bool:
 
 
 def _wait(args: argparse.Namespace) -> int:
-    from syncengine.local_store import Store
-    from syncengine.store import StoreError
-
     stops = _StopSignals()
     pulling: list[Any] = []
 

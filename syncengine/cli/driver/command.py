@@ -36,13 +36,17 @@ import sys
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
+import syncengine
 from syncengine.cli.missing_deps import DIRECTIVE_PREFIX as DIRECTIVE_PREFIX
 from syncengine.cli.missing_deps import missing_deps
+from syncengine.local_store import Store
+from syncengine.store import InvalidInput, OutgoingMessage, Status, StoreError
+from syncengine.store.log_records import dump_record
+from syncengine.store.paths import resolve_store_path
 
 if TYPE_CHECKING:
     import argparse
 
-    from syncengine.local_store import Store
 
 __all__ = [
     "CONTROL_OPS",
@@ -99,6 +103,7 @@ def register(subparsers: Any) -> None:
         help="store file (default: SYNCENGINE_STORE or $XDG_STATE_HOME/syncengine/store.db)",
     )
     parser.add_argument("op", choices=OPS, metavar="OP", help="one of: " + ", ".join(OPS))
+    # start-up pin: a driver op loads no argparse
     import argparse
 
     parser.add_argument("args", nargs=argparse.REMAINDER, help="operation arguments")
@@ -143,8 +148,8 @@ def _offer_server(op: str, store_path: str | None) -> None:
     rendezvous = os.environ.get("SYNCENGINE_DRIVER_RENDEZVOUS")
     if not rendezvous:
         return
+    # start-up pin: a driver op loads no syncengine.cli.driver.rendezvous
     from syncengine.cli.driver.rendezvous import SERVED_OPS, spawn
-    from syncengine.store.paths import resolve_store_path
 
     if op in SERVED_OPS:
         spawn(resolve_store_path(store_path), rendezvous)
@@ -210,7 +215,6 @@ def _op_check(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
 
 def _op_send(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
     _arity(args, 3, 3, "send <team> <from> <to>   (body on stdin)")
-    from syncengine.store import InvalidInput
 
     raw = _read_stdin(stdin)
     try:
@@ -222,7 +226,7 @@ def _op_send(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
 
 def _op_send_batch(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
     _arity(args, 0, 0, "send_batch   (JSONL {team, from, to, body} on stdin)")
-    from syncengine.store import InvalidInput, OutgoingMessage
+    # start-up pin: a driver op loads no syncengine.store.event_log
     from syncengine.store.event_log import parse_jsonl
 
     outgoing = []
@@ -270,7 +274,6 @@ def _op_watch_tip(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
 
 def _op_watch_after(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
     _arity(args, 2, None, "watch_after <cursor> <team:agent> [<team:agent> ...]")
-    from syncengine.store.log_records import dump_record
 
     result = store.watch_after(args[0], args[1:])
     lines = _records(list(result.messages))
@@ -317,8 +320,6 @@ def _op_compact(store: Store, args: list[str], stdin: IO[bytes]) -> list[str]:
 
 
 def _records(messages: list[Any]) -> list[str]:
-    from syncengine.store.log_records import dump_record
-
     return [dump_record(message.to_record()) for message in messages]
 
 
@@ -356,9 +357,6 @@ def _describe(store_path: str | None, out: IO[bytes]) -> int:
 
 def driver_file() -> str:
     """Where the installed bash driver file is, for a host to source."""
-    import os
-
-    import syncengine
 
     return os.path.join(os.path.dirname(os.path.abspath(syncengine.__file__)), *DRIVER_FILE)
 
@@ -393,10 +391,12 @@ def run_op(
     if op == "path":
         return _path(args, out, err)
     if op == "install":
+        # start-up pin: a driver op loads no syncengine.cli.driver.install
         from syncengine.cli.driver.install import install
 
         return install(driver_file(), args, out, err)
     if op in SYNC_OPS:
+        # start-up pin: a driver op loads no syncengine.cli.driver.sync_verbs
         from syncengine.cli.driver import sync_verbs
 
         return sync_verbs.run_sync_op(
@@ -408,8 +408,6 @@ def run_op(
         return _missing_deps(
             op, out, err, "the APSW SQLite binding (python package apsw) is missing"
         )
-    from syncengine.local_store import Store
-    from syncengine.store import Status, StoreError
 
     store = Store(store_path)
     status = Status.OK

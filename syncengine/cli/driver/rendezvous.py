@@ -8,6 +8,7 @@ driver process that no server answered. Kept apart from the server itself
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import subprocess
 import sys
@@ -128,8 +129,6 @@ def serving(rendezvous: str) -> bool:
     """Whether a server holds this rendezvous's lock (the kernel drops it
     with the process, however the process ended; a pid could be a zombie or
     reused)."""
-    import fcntl
-
     try:
         fd = os.open(rendezvous + ".lock", os.O_RDWR)
     except OSError:

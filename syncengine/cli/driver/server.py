@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import fcntl
 import hmac
 import io
 import os
@@ -54,6 +55,7 @@ import socket
 import sys
 import time
 
+from syncengine.cli.driver.command import run_op
 from syncengine.cli.driver.rendezvous import (
     DEFAULT_IDLE_SECONDS,
     SERVED_OPS,
@@ -87,8 +89,6 @@ def serve(store: str, rendezvous: str, idle: float) -> int:
     Returns at once, without listening, when another server holds the
     rendezvous lock: two first calls racing start at most one server.
     """
-    import fcntl
-
     lock_fd = os.open(rendezvous + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -202,8 +202,6 @@ def _request(reader: _Reader) -> list[bytes] | None:
 
 
 def _run(store: str, op: str, stdin: bytes, args: list[bytes]) -> tuple[int, bytes, bytes]:
-    from syncengine.cli.driver.command import run_op
-
     out, err = io.BytesIO(), io.BytesIO()
     try:
         code = run_op(

@@ -30,9 +30,36 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
+from syncengine.cli.missing_deps import missing_deps
+from syncengine.local_store import CAPABILITIES
+from syncengine.ops.bindings import BindingKey
+from syncengine.ops.errors import SyncUsageError, adapter_exit_code
+from syncengine.ops.prepare_push import MAX_PREPARE_LIMIT
+from syncengine.ops.read_records import (
+    SyncReadBlock,
+    SyncReadContext,
+    SyncReadSnapshot,
+    SyncReadUnblock,
+    parse_read_item,
+)
+from syncengine.ops.reprocess import MAX_REPROCESS_LIMIT
+from syncengine.ops.resync import SyncResync
+from syncengine.ops.sync_records import (
+    SyncDriverCapabilities,
+    SyncPrepare,
+    SyncPullCursor,
+    SyncPullMessage,
+    SyncPushAck,
+    dump_line,
+    parse_jsonl,
+)
+from syncengine.store import Status, StoreError
+from syncengine.store.errors import InvalidInput
+from wire.errors import WireError
+from wire.scalars import parse_seq
+
 if TYPE_CHECKING:
     from syncengine.local_store import Store
-    from syncengine.ops.bindings import BindingKey
 
 __all__ = ["DEFAULT_LIMIT", "run_sync_op"]
 
@@ -41,16 +68,10 @@ DEFAULT_LIMIT = 100
 
 
 def _usage(text: str) -> Exception:
-    from syncengine.ops.errors import SyncUsageError
-
     return SyncUsageError(f"usage: {text}")
 
 
 def _binding(args: list[str]) -> BindingKey:
-    from syncengine.ops.bindings import BindingKey
-    from syncengine.ops.errors import SyncUsageError
-    from syncengine.store.errors import InvalidInput
-
     try:
         return BindingKey.from_argv(args[:4])
     except InvalidInput as exc:
@@ -67,15 +88,10 @@ def _limit(text: str, maximum: int) -> int:
 
 
 def _dump(records: list[dict[str, Any]]) -> list[str]:
-    from syncengine.ops.sync_records import dump_line
-
     return [dump_line(record) for record in records]
 
 
 def _op_capabilities(store: Store | None, args: list[str], data: bytes) -> list[str]:
-    from syncengine.local_store import CAPABILITIES
-    from syncengine.ops.sync_records import SyncDriverCapabilities
-
     if args:
         if len(args) != 4:
             raise _usage(
@@ -87,9 +103,6 @@ def _op_capabilities(store: Store | None, args: list[str], data: bytes) -> list[
 
 
 def _op_prepare(store: Store | None, args: list[str], data: bytes) -> list[str]:
-    from syncengine.ops.prepare_push import MAX_PREPARE_LIMIT
-    from syncengine.ops.sync_records import SyncPrepare
-
     if len(args) not in (4, 5):
         raise _usage("prepare <binding…> [<limit>]   (one sync_prepare on stdin)")
     key = _binding(args)
@@ -101,8 +114,6 @@ def _op_prepare(store: Store | None, args: list[str], data: bytes) -> list[str]:
 
 
 def _op_reconcile(store: Store | None, args: list[str], data: bytes) -> list[str]:
-    from syncengine.ops.sync_records import SyncPushAck, parse_jsonl
-
     if len(args) != 4:
         raise _usage("reconcile <binding…>   (sync_push_ack records on stdin)")
     key = _binding(args)
@@ -112,9 +123,6 @@ def _op_reconcile(store: Store | None, args: list[str], data: bytes) -> list[str
 
 
 def _op_apply(store: Store | None, args: list[str], data: bytes) -> list[str]:
-    from syncengine.ops.sync_records import SyncPullCursor, SyncPullMessage, parse_jsonl
-    from syncengine.store.errors import InvalidInput
-
     if len(args) != 4:
         raise _usage("apply <binding…>   (sync_pull_message records, then one sync_pull_cursor)")
     key = _binding(args)
@@ -134,8 +142,6 @@ def _op_apply(store: Store | None, args: list[str], data: bytes) -> list[str]:
 
 
 def _op_reprocess(store: Store | None, args: list[str], data: bytes) -> list[str]:
-    from syncengine.ops.reprocess import MAX_REPROCESS_LIMIT
-
     if len(args) not in (4, 5, 6):
         raise _usage("reprocess <binding…> [<limit> [<page-after>]]")
     key = _binding(args)
@@ -146,9 +152,6 @@ def _op_reprocess(store: Store | None, args: list[str], data: bytes) -> list[str
 
 
 def _op_resync_status(store: Store | None, args: list[str], data: bytes) -> list[str]:
-    from wire.errors import WireError
-    from wire.scalars import parse_seq
-
     if len(args) not in (4, 5):
         raise _usage("resync-status <binding…> [<accepted-floor>]")
     key = _binding(args)
@@ -163,8 +166,6 @@ def _op_resync_status(store: Store | None, args: list[str], data: bytes) -> list
 
 
 def _op_resync(store: Store | None, args: list[str], data: bytes) -> list[str]:
-    from syncengine.ops.resync import SyncResync
-
     key = _read_binding(args, "resync", "one sync_resync")
     where, value = _one_record(data, "resync", "sync_resync")
     request = SyncResync.from_obj(value, where)
@@ -173,9 +174,6 @@ def _op_resync(store: Store | None, args: list[str], data: bytes) -> list[str]:
 
 
 def _one_record(data: bytes, op: str, kind: str) -> tuple[str, dict[str, Any]]:
-    from syncengine.ops.sync_records import parse_jsonl
-    from syncengine.store.errors import InvalidInput
-
     records = list(parse_jsonl(data))
     if len(records) != 1:
         raise InvalidInput("stdin", f"{op} reads exactly one {kind} record")
@@ -189,8 +187,6 @@ def _read_binding(args: list[str], op: str, stdin: str) -> BindingKey:
 
 
 def _op_read_prepare(store: Store | None, args: list[str], data: bytes) -> list[str]:
-    from syncengine.ops.read_records import SyncReadContext
-
     key = _read_binding(args, "read-prepare", "one sync_read_context")
     where, value = _one_record(data, "read-prepare", "sync_read_context")
     context = SyncReadContext.from_obj(value, where)
@@ -199,10 +195,6 @@ def _op_read_prepare(store: Store | None, args: list[str], data: bytes) -> list[
 
 
 def _op_read_apply(store: Store | None, args: list[str], data: bytes) -> list[str]:
-    from syncengine.ops.read_records import SyncReadSnapshot, parse_read_item
-    from syncengine.ops.sync_records import parse_jsonl
-    from syncengine.store.errors import InvalidInput
-
     key = _read_binding(args, "read-apply", "one sync_read_snapshot, then the page's items")
     records = list(parse_jsonl(data))
     if not records:
@@ -215,8 +207,6 @@ def _op_read_apply(store: Store | None, args: list[str], data: bytes) -> list[st
 
 
 def _op_read_block(store: Store | None, args: list[str], data: bytes) -> list[str]:
-    from syncengine.ops.read_records import SyncReadBlock
-
     key = _read_binding(args, "read-block", "one sync_read_block")
     where, value = _one_record(data, "read-block", "sync_read_block")
     request = SyncReadBlock.from_obj(value, where)
@@ -225,8 +215,6 @@ def _op_read_block(store: Store | None, args: list[str], data: bytes) -> list[st
 
 
 def _op_read_unblock(store: Store | None, args: list[str], data: bytes) -> list[str]:
-    from syncengine.ops.read_records import SyncReadUnblock
-
     key = _read_binding(args, "read-unblock", "one sync_read_unblock")
     where, value = _one_record(data, "read-unblock", "sync_read_unblock")
     request = SyncReadUnblock.from_obj(value, where)
@@ -271,8 +259,6 @@ def run_sync_op(
     stderr: IO[bytes],
 ) -> int:
     """Run one sync verb; returns the adapter exit code."""
-    from syncengine.cli.missing_deps import missing_deps
-
     if op != "capabilities":
         try:
             import apsw  # noqa: F401
@@ -285,9 +271,8 @@ def run_sync_op(
                 "the APSW SQLite binding (python package apsw) is missing",
                 status_line=False,
             )
+    # late-bound: a test stands in its own syncengine.local_store.Store
     from syncengine.local_store import Store
-    from syncengine.ops.errors import adapter_exit_code
-    from syncengine.store import Status, StoreError
 
     store = Store(store_path) if op != "capabilities" else None
     try:
