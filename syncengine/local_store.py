@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from syncengine import __version__
 from syncengine.store import messages, read_state, teams
 from syncengine.store.connection import (
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -209,8 +210,6 @@ class Store:
 
     def describe(self) -> dict[str, str]:
         """``key=value`` metadata for ``storage_describe``."""
-        from syncengine import __version__
-
         return {
             "name": "syncengine",
             "description": "SQLite (APSW) local message store with relay sync",
@@ -338,6 +337,7 @@ class Store:
     def export(self, destination: str | os.PathLike[str]) -> int:
         """Write the event log to ``destination`` (an empty log when there
         is no store yet: nothing is created)."""
+        # start-up pin: send loads no syncengine.store.event_log
         from syncengine.store import event_log
 
         conn = self._read_conn()
@@ -355,6 +355,7 @@ class Store:
         return self.import_bytes(data, str(source))
 
     def import_bytes(self, data: bytes, source: str = "input") -> tuple[int, int]:
+        # start-up pin: send loads no syncengine.store.event_log
         from syncengine.store import event_log
 
         with write_transaction(self._write_conn(), self.path, "store.import") as conn:
@@ -363,6 +364,7 @@ class Store:
     def compact(self) -> int:
         """Coalesce redundant read markers; returns the number removed (none,
         and nothing created, when there is no store yet)."""
+        # start-up pin: send loads no syncengine.store.event_log
         from syncengine.store import event_log
 
         conn = self._read_conn()
@@ -387,12 +389,14 @@ class Store:
 
     def sync_bind(self, key: BindingKey) -> SyncBinding:
         """Create the binding if absent (one transaction); returns it."""
+        # start-up pin: send loads no syncengine.ops.bindings
         from syncengine.ops.bindings import open_binding, sync_transaction
 
         with sync_transaction(self.conn, self.path, "binding.bind") as conn:
             return open_binding(conn, key, _now())
 
     def sync_binding(self, key: BindingKey) -> SyncBinding | None:
+        # start-up pin: send loads no syncengine.ops.bindings
         from syncengine.ops.bindings import load_binding
 
         with read_transaction(self.conn, self.path) as conn:
@@ -400,6 +404,7 @@ class Store:
 
     def sync_retire_binding(self, key: BindingKey, expected_revision: int) -> SyncBinding:
         """Retire a binding still at ``expected_revision`` (compare-and-set)."""
+        # start-up pin: send loads no syncengine.ops.bindings
         from syncengine.ops.bindings import retire_binding, sync_transaction
 
         with sync_transaction(self.conn, self.path, "binding.retire") as conn:
@@ -413,6 +418,7 @@ class Store:
         after: int = 0,
         seal_all: SealAll | None = None,
     ) -> PrepareResult:
+        # start-up pin: send loads no syncengine.ops.prepare_push
         from syncengine.ops.prepare_push import prepare_push
 
         return prepare_push(
@@ -422,6 +428,7 @@ class Store:
     def sync_reconcile_push(
         self, key: BindingKey, acks: Sequence[SyncPushAck]
     ) -> SyncReconcileResult:
+        # start-up pin: send loads no syncengine.ops.reconcile_push
         from syncengine.ops.reconcile_push import reconcile_push
 
         return reconcile_push(self._sync_conn(), self.path, key, list(acks), _now())
@@ -429,6 +436,7 @@ class Store:
     def sync_apply_pull(
         self, key: BindingKey, messages: Sequence[SyncPullMessage], cursor: SyncPullCursor
     ) -> ApplyResult:
+        # start-up pin: send loads no syncengine.ops.apply_pull
         from syncengine.ops.apply_pull import apply_pull
 
         return apply_pull(self._sync_conn(), self.path, key, list(messages), cursor, _now())
@@ -436,6 +444,7 @@ class Store:
     def sync_finish_adoption(self, key: BindingKey) -> bool:
         """A pull reached the relay's head: the binding stops adopting local
         messages as its own echoes (syncengine/ops/adopt.py); one transaction."""
+        # start-up pin: send loads no syncengine.ops.adopt
         from syncengine.ops.adopt import finish_adoption
         from syncengine.ops.bindings import load_binding, sync_transaction
 
@@ -444,6 +453,7 @@ class Store:
             return binding is not None and finish_adoption(conn, binding.pk)
 
     def sync_adopting(self, key: BindingKey) -> bool:
+        # start-up pin: send loads no syncengine.ops.adopt
         from syncengine.ops.adopt import adopting
         from syncengine.ops.bindings import load_binding
 
@@ -453,6 +463,7 @@ class Store:
 
     def backup(self, output: str | os.PathLike[str]) -> Path:
         """A consistent online snapshot into a new private file (store/backup.py)."""
+        # start-up pin: send loads no syncengine.store.backup
         from syncengine.store.backup import backup_store
 
         with translate_sqlite_errors(self.path):
@@ -461,6 +472,7 @@ class Store:
     def sync_reprocess(
         self, key: BindingKey, limit: int, page_after: str | None = None
     ) -> ReprocessResult:
+        # start-up pin: send loads no syncengine.ops.reprocess
         from syncengine.ops.reprocess import reprocess
 
         return reprocess(self._sync_conn(), self.path, key, limit, page_after)
@@ -470,6 +482,7 @@ class Store:
     ) -> SyncResyncStatus:
         """Read-only: generation, transport cursor and the audit of
         ``accepted_floor`` (retention-gap-resynchronization.md)."""
+        # start-up pin: send loads no syncengine.ops.resync
         from syncengine.ops.resync import resync_status
 
         return resync_status(self._sync_conn(), self.path, key, accepted_floor)
@@ -477,6 +490,7 @@ class Store:
     def sync_resync(self, key: BindingKey, request: SyncResync) -> SyncResyncResult:
         """Accept a retention gap: audit row + transport cursor to the floor,
         one transaction."""
+        # start-up pin: send loads no syncengine.ops.resync
         from syncengine.ops.resync import resync
 
         return resync(self._sync_conn(), self.path, key, request, _now())
@@ -486,6 +500,7 @@ class Store:
     def sync_prepare_read_state(
         self, key: BindingKey, context: SyncReadContext
     ) -> PrepareReadResult:
+        # start-up pin: send loads no syncengine.ops.read_state
         from syncengine.ops.read_state import prepare_read_state
 
         return prepare_read_state(self._sync_conn(), self.path, key, context, _now())
@@ -496,11 +511,13 @@ class Store:
         snapshot: SyncReadSnapshot,
         items: Sequence[SyncReadFrontier | SyncReadExact],
     ) -> SyncReadApplyResult:
+        # start-up pin: send loads no syncengine.ops.read_state
         from syncengine.ops.read_state import apply_read_state
 
         return apply_read_state(self._sync_conn(), self.path, key, snapshot, items, _now())
 
     def sync_block_read_state(self, key: BindingKey, request: SyncReadBlock) -> SyncReadBlocked:
+        # start-up pin: send loads no syncengine.ops.read_state
         from syncengine.ops.read_state import block_member
 
         return block_member(self._sync_conn(), self.path, key, request, _now())
@@ -508,12 +525,14 @@ class Store:
     def sync_unblock_read_state(
         self, key: BindingKey, request: SyncReadUnblock
     ) -> SyncReadUnblocked:
+        # start-up pin: send loads no syncengine.ops.read_state
         from syncengine.ops.read_state import unblock_member
 
         return unblock_member(self._sync_conn(), self.path, key, request, _now())
 
     def sync_status(self, key: BindingKey) -> SyncStatus:
         """Cursors, revision and counts per durable state, from one snapshot."""
+        # start-up pin: send loads no syncengine.ops.status
         from syncengine.ops.status import sync_status
 
         with read_transaction(self.conn, self.path) as conn:

@@ -15,12 +15,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from syncengine.engine.reports import PushReport
 from syncengine.engine.security import WritePlan, plan_write
+from syncengine.engine.state import pending_push_count
+from syncengine.ops.bindings import load_binding
+from syncengine.ops.states import BindingState
+from syncengine.store.connection import read_transaction
 
 if TYPE_CHECKING:
     from syncengine.engine.evaluation import IdentityLookup
     from syncengine.engine.progress import Progress
-    from syncengine.engine.reports import PushReport
     from syncengine.engine.security import SecurityHistory
     from syncengine.engine.state import ConnectionRecord
     from syncengine.engine.workers import Workers
@@ -106,6 +110,7 @@ def write_plan(ctx: CycleContext, caps: Capabilities) -> WritePlan:
     §4), with the key-epoch rule on top: a boundary before the newest
     epoch's own writes nothing. A plan that allows nothing new is logged
     (``push.blocked``) every time it is made, idle push or not."""
+    # start-up pin: idle pull loads no wire.profiles
     from wire.profiles import supported_ciphers
 
     plan = plan_write(
@@ -145,12 +150,6 @@ def idle_push(ctx: CycleContext, limit: int) -> PushReport | None:
     not bind to (none yet, or retired) is never idle here: the prepare
     creates it, or refuses it with its own error.
     """
-    from syncengine.engine.reports import PushReport
-    from syncengine.engine.state import pending_push_count
-    from syncengine.ops.bindings import load_binding
-    from syncengine.ops.states import BindingState
-    from syncengine.store.connection import read_transaction
-
     with read_transaction(ctx.store.conn, ctx.store.path) as conn:
         binding = load_binding(conn, ctx.key)
         # Only an active binding is one the prepare's BIND edge keeps as it is.

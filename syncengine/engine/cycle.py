@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -38,9 +39,11 @@ from syncengine.engine.errors import PushOversized
 from syncengine.engine.evaluation import start_evaluation
 from syncengine.engine.progress import Progress
 from syncengine.engine.reports import PullReport, PushReport, ReprocessReport
+from syncengine.engine.reprocess_walk import ReprocessWalk
 from syncengine.engine.security import WritePlan
-from syncengine.engine.state import ConnectionRecord
+from syncengine.engine.state import ConnectionRecord, pending_push_count
 from syncengine.http.errors import AckContradiction, RequestTooLarge
+from syncengine.ops.quarantine import count_blocked
 from syncengine.ops.sync_records import (
     SyncPrepare,
     SyncPullCursor,
@@ -48,6 +51,7 @@ from syncengine.ops.sync_records import (
     SyncPushAck,
     SyncPushCandidate,
 )
+from syncengine.store.connection import read_transaction
 from wire.http_v1.capabilities import Capabilities
 from wire.http_v1.messages import (
     Disposition,
@@ -367,22 +371,16 @@ def _reconcile(
 
 def _pending(ctx: CycleContext) -> int | None:
     """Messages a drain will send (for the progress line)."""
-    from syncengine.engine.state import pending_push_count
-
     return _count(ctx, pending_push_count)
 
 
 def _blocked(ctx: CycleContext) -> int | None:
     """Envelopes a reprocess will look at (for the progress line)."""
-    from syncengine.ops.quarantine import count_blocked
-
     return _count(ctx, lambda conn, binding: count_blocked(conn, binding.pk))
 
 
 def _count(ctx: CycleContext, count: Callable[[apsw.Connection, SyncBinding], int]) -> int | None:
     """One read-only count for a progress total (``None`` before any binding)."""
-    from syncengine.store.connection import read_transaction
-
     binding = ctx.store.sync_binding(ctx.key)
     if binding is None:
         return None
@@ -458,8 +456,6 @@ def drain_push(ctx: CycleContext, limit: int) -> PushReport:
       (:func:`encode_ahead`), so between two POSTs this thread only parses,
       checks and reconciles an answer.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     total = _SendTally()
     candidates_seen = blocked_seen = 0
     progress = ctx.progress("push")
@@ -555,8 +551,6 @@ def pull_pages(ctx: CycleContext, page_limit: int, cursor: int, caps: Capabiliti
     relay call runs on the one thread, so the client is never used from two
     threads at once.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     report = PullReport(transport_cursor=cursor)
     history = ctx.history()
     outcomes: Counter[str] = Counter()
@@ -617,8 +611,6 @@ def pull_pages(ctx: CycleContext, page_limit: int, cursor: int, caps: Capabiliti
 def reprocess_all(ctx: CycleContext, page_limit: int) -> ReprocessReport:
     """Re-evaluate every durable blocking envelope, page by page, each page
     checked before it is applied (syncengine/engine/reprocess_walk.py)."""
-    from syncengine.engine.reprocess_walk import ReprocessWalk
-
     caps = ctx.client.capabilities()
     history = ctx.history()
     report = ReprocessReport()

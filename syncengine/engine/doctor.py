@@ -27,6 +27,7 @@ from syncengine.engine.errors import ConfigurationError, EngineError, EngineLock
 from syncengine.engine.identity import read_identity
 from syncengine.http.credentials import load_credential
 from syncengine.http.errors import CredentialStoreError
+from syncengine.local_store import Store
 from syncengine.ops.history_counts import history_counts, recount_history
 from syncengine.store.connection import read_transaction, refuse_unsafe_store
 from syncengine.store.errors import StoreError, StoreUnsafe
@@ -107,8 +108,6 @@ def run_checks(
     transport: httpx.BaseTransport | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> list[Check]:
-    from syncengine.local_store import Store
-
     with Store(store_path) as probe:
         path = probe.path.absolute()
     checks = _store_file(path)

@@ -34,9 +34,12 @@ gap).
 from __future__ import annotations
 
 import hmac
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from syncengine.engine import state as st
+from syncengine.engine.epoch_checkpoint import admit, issue, load_checkpoint, save_checkpoint
 from syncengine.engine.epochs import (
     MAX_SNAPSHOT_BYTES,
     EpochHistory,
@@ -45,7 +48,10 @@ from syncengine.engine.epochs import (
 )
 from syncengine.engine.errors import ConfigurationError
 from syncengine.engine.security import SecurityHistory
+from syncengine.private_files import PrivateFileRefused, read_private_file
 from syncengine.store.connection import one_row
+from wire.errors import WireError
+from wire.scalars import check_profile_key_id
 
 if TYPE_CHECKING:
     import apsw
@@ -66,9 +72,8 @@ __all__ = [
 
 def read_recipients(key_id: str, recipients_file: str) -> tuple[str, ...]:
     """A validated manifest from a recipients file; errors name the file and rule."""
+    # start-up pin (CRYPTO): only this path loads wire.age_profile
     from wire.age_profile import EpochManifest, parse_recipients_file
-    from wire.errors import WireError
-    from wire.scalars import check_profile_key_id
 
     try:
         check_profile_key_id(key_id, "key_id")
@@ -98,9 +103,8 @@ def assign_identity(
     The file is read and checked against each manifest (profile: "the
     recipient derived from it must be in the epoch manifest"); one that
     matches no epoch is refused, naming the path, never a byte of it."""
-    from syncengine.private_files import PrivateFileRefused, read_private_file
+    # start-up pin (CRYPTO): only this path loads wire.age_profile
     from wire.age_profile import EpochManifest, install_identity
-    from wire.errors import WireError
 
     path = Path(identity_file).absolute()
     try:
@@ -178,9 +182,6 @@ def issue_snapshot(
     snapshot of what this machine holds, retained as its checkpoint when it
     says something new (a security change since the last one), else the
     retained one as it is."""
-    from syncengine.engine import state as st
-    from syncengine.engine.epoch_checkpoint import issue
-
     epochs = st.load_key_epochs(conn, binding_pk)
     security = st.load_security_history(conn, binding_pk)
     snapshot_of(server_instance_id, team_id, epochs, security)  # refuses a plaintext team
@@ -193,9 +194,6 @@ def snapshot_adds(
     """The epochs ``snapshot`` adds; refused, naming the expected revision and
     digest, unless it extends this machine's retained checkpoint
     (:func:`syncengine.engine.epoch_checkpoint.admit`)."""
-    from syncengine.engine import state as st
-    from syncengine.engine.epoch_checkpoint import admit, load_checkpoint
-
     return admit(load_checkpoint(conn, binding_pk), snapshot, st.load_key_epochs(conn, binding_pk))
 
 
@@ -242,10 +240,6 @@ def rotate(
 ) -> EpochHistory:
     """One transaction: re-check the drain, then append the epoch from
     ``boundary`` (the fresh snapshot's ``next_sequence_boundary``)."""
-    from dataclasses import replace
-
-    from syncengine.engine import state as st
-    from syncengine.engine.epoch_checkpoint import issue
 
     history = st.load_key_epochs(conn, binding_pk)
     refuse_while_draining(conn, binding_pk, key_id)
@@ -287,10 +281,6 @@ def import_epochs(
     """One transaction: append what ``snapshot`` adds to the held history
     (refused when it would roll back or rewrite it), with this machine's
     identities for the new epochs."""
-    from dataclasses import replace
-
-    from syncengine.engine import state as st
-    from syncengine.engine.epoch_checkpoint import admit, load_checkpoint, save_checkpoint
 
     held = st.load_key_epochs(conn, binding_pk)
     checkpoint = load_checkpoint(conn, binding_pk)

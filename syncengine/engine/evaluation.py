@@ -152,6 +152,7 @@ def joined_later(epoch: KeyEpoch, epochs: Sequence[KeyEpoch], identity: Identity
     ``pending_key``. Only the public recipient of each identity is compared;
     the identities are the ones the engine already loads by epoch.
     """
+    # start-up pin (CRYPTO): only this path loads wire.age_keys
     from wire.age_keys import X25519Identity
     from wire.age_profile import EpochManifest
 

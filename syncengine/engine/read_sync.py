@@ -30,6 +30,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from syncengine import local_store as store_module
 from syncengine.http.errors import ProtocolViolation, ReadStateLimitExceeded
 from syncengine.ops.read_records import (
     CAPABILITY_STAGE2_READ_STATE,
@@ -146,8 +147,6 @@ def _items(page: ReadStatePage, usable: set[str]) -> list[SyncReadFrontier | Syn
 
 
 def supported() -> bool:
-    from syncengine import local_store as store_module
-
     return CAPABILITY_STAGE2_READ_STATE in store_module.CAPABILITIES
 
 

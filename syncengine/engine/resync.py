@@ -30,6 +30,7 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from syncengine import local_store as store_module
 from syncengine.engine.errors import ResyncRefused, ResyncUnsupported
 from syncengine.http.errors import ResyncRequired
 from syncengine.ops.errors import StaleBinding
@@ -84,8 +85,6 @@ def _refused(connection: ConnectionRecord, store: Store, message: str) -> Resync
 
 
 def _check_capability(store: Store) -> None:
-    from syncengine import local_store as store_module
-
     if CAPABILITY_STAGE1_RESYNC not in store_module.CAPABILITIES:
         raise ResyncUnsupported(
             f"the storage driver does not advertise {CAPABILITY_STAGE1_RESYNC}; "

@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -119,6 +121,7 @@ class Workers:
     ) -> list[Sealed | BlockedSeal] | None:
         """Seal ``messages`` on the workers; ``None`` if that was not possible
         (the caller then seals in-process)."""
+        # start-up pin: status loads no syncengine.ops.prepare_push
         from syncengine.ops.prepare_push import BlockedSeal, Sealed
         from wire.envelope import Envelope
 
@@ -175,6 +178,7 @@ class Workers:
 
     def _start(self) -> ProcessPoolExecutor:
         if self._pool is None:
+            # start-up pin (WORKER_POOL): only this path loads multiprocessing
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
@@ -229,8 +233,6 @@ def _follow_engine(engine_pid: int) -> None:
     """Exit soon after the engine does, however it ended (a crash point's
     ``os._exit``, SIGKILL, power to the process cut): an orphaned worker is
     re-parented, which this thread notices within a quarter second."""
-    import threading
-    import time
 
     def watch() -> None:
         while os.getppid() == engine_pid:
@@ -242,6 +244,7 @@ def _follow_engine(engine_pid: int) -> None:
 
 def _worker_identity(key_id: str) -> object | None:
     if key_id not in _identity:
+        # start-up pin: status loads no syncengine.engine.identity
         from syncengine.engine.identity import read_identity
 
         assert _connection is not None
@@ -254,6 +257,7 @@ def _worker_identity(key_id: str) -> object | None:
 def _judge_part(
     part: tuple[list[tuple[int, str, str | None, str, str, int, frozenset[str]]]],
 ) -> list[Verdict]:
+    # start-up pin: status loads no syncengine.engine.evaluation
     from syncengine.engine.evaluation import judge
     from wire.envelope import Envelope
 
@@ -269,6 +273,7 @@ def _judge_part(
 def _seal_part(
     part: tuple[list[LocalMessage], SyncPrepare, BindingKey],
 ) -> list[tuple[Any, ...]]:
+    # start-up pin: status loads no syncengine.ops.prepare_push
     from syncengine.ops.prepare_push import Sealed, seal_chunk
 
     messages, request, key = part

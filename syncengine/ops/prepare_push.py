@@ -292,6 +292,7 @@ def seal_age_chunk(
     reference's; a test pins the envelopes byte for byte under the same
     randomness.
     """
+    # start-up pin (CRYPTO): only this path loads wire.age_profile
     from wire.age_profile import EpochManifest, seal_canonical
 
     if request.cipher != AGE_V1 or request.key_id is None:

@@ -130,6 +130,7 @@ class SyncPrepare:
                 raise _bad(f"{where}.recipients", "must be [] for cipher 'none'")
         elif cipher == AGE_V1:
             _wrap(check_profile_key_id, key_id, f"{where}.key_id")
+            # start-up pin (CRYPTO): only this path loads wire.age_profile
             from wire.age_profile import EpochManifest
 
             try:
