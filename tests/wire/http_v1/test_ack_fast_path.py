@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.wire.http_v1 import samples
-from tests.wire.http_v1.test_properties import json_values, mutate
+from tests.wire.http_v1.json_values import json_values, mutate
 from wire.errors import WireError
 from wire.http_v1 import messages
 from wire.http_v1.binding import BINDING_MEMBERS, ResponseBinding

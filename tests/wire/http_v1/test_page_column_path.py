@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.wire.http_v1 import samples
-from tests.wire.http_v1.test_page_fast_path import CASES, W3, W4, four, with_element
-from tests.wire.http_v1.test_properties import json_values, mutate
+from tests.wire.http_v1.json_values import json_values, mutate
+from tests.wire.http_v1.page_cases import CASES, W3, W4, four, with_element
 from wire.errors import WireError
 from wire.http_v1.messages import PulledMessage, _pulled_by_column
 from wire.limits import MAX_BLOB_BYTES
