@@ -89,7 +89,7 @@ def build_parser(
     """The ``syncengine`` parser with the commands of ``modules``; with
     ``only``, just that command's parser is built (the same parser, help and
     exit codes as in the full tree), which is all a run of that command needs."""
-    # start-up pin: a driver op loads no gettext
+    # start-up pin: a driver op loads no argparse
     import argparse
 
     parser = _parser_class()(
@@ -120,7 +120,7 @@ def _parser_class() -> type[argparse.ArgumentParser]:
     choice (``syncengine statsu``: "did you mean 'status'?"), for every
     command, sub-command and ``choices=`` option; Python 3.11 has no
     ``suggest_on_error``. Sub-parsers inherit the class."""
-    # start-up pin: a driver op loads no gettext
+    # start-up pin: a driver op loads no argparse
     import argparse
 
     class SuggestingParser(argparse.ArgumentParser):

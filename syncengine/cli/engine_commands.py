@@ -63,7 +63,7 @@ def _took(seconds: float) -> str:
 
 def _stamp() -> str:
     """A log line's UTC time, to the second."""
-    # start-up pin: status --help loads no math
+    # start-up pin: status --help loads no datetime
     from datetime import UTC, datetime
 
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -101,10 +101,10 @@ def _sequence(option: str) -> Callable[[str], int]:
     """An argparse type for a canonical sequence number named ``option``."""
 
     def parse(text: str) -> int:
-        # start-up pin: status --help loads no wire
+        # start-up pin: status --help loads no wire.errors
         from wire.errors import WireError
 
-        # start-up pin: status --help loads no wire
+        # start-up pin: status --help loads no wire.scalars
         from wire.scalars import parse_seq
 
         try:
@@ -372,7 +372,7 @@ def _emit(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
 
 
 def _fail(args: argparse.Namespace, exc: BaseException) -> int:
-    # start-up pin: status --help loads no wire
+    # start-up pin: status --help loads no syncengine.engine.errors
     from syncengine.engine.errors import classify
 
     failure = classify(exc)
@@ -411,10 +411,10 @@ def _guarded(args: argparse.Namespace, action: Callable[[], int]) -> int:
 
 
 def _engine(args: argparse.Namespace) -> Any:
-    # start-up pin: status --help loads no wire
+    # start-up pin: status --help loads no syncengine.engine
     from syncengine.engine import Engine
 
-    # start-up pin: status --help loads no wire
+    # start-up pin: status --help loads no syncengine.engine.workers
     from syncengine.engine.workers import worker_count
 
     if not hasattr(args, "deadline"):  # a local command: no relay, no budget
@@ -422,7 +422,7 @@ def _engine(args: argparse.Namespace) -> Any:
     # start-up pin: status loads no syncengine.engine.deadline
     from syncengine.engine.deadline import CommandDeadline
 
-    # start-up pin: status --help loads no wire
+    # start-up pin: status --help loads no syncengine.engine.limits
     from syncengine.engine.limits import DEFAULT_COMMAND_DEADLINE
 
     deadline = CommandDeadline(args.deadline or DEFAULT_COMMAND_DEADLINE)
@@ -449,7 +449,7 @@ def _connect(args: argparse.Namespace) -> int:
         return 2
 
     def action() -> int:
-        # start-up pin: status loads no wire.jcs
+        # start-up pin (HTTP_STACK): only this path loads h11
         from syncengine.engine import connect_store, read_token
 
         token = read_token(args.token, sys.stdin.buffer)
@@ -474,7 +474,7 @@ def _connect(args: argparse.Namespace) -> int:
             f"instance {k.server_instance_id}, security {connected.mode.value})"
         )
         if connected.min_available_seq > 0:
-            # start-up pin: status loads no wire.jcs
+            # start-up pin: status loads no syncengine.engine.resync
             from syncengine.engine.resync import resync_command
 
             command = resync_command(k.local_team, connected.min_available_seq, args.store)
@@ -510,10 +510,10 @@ def _reconnect(args: argparse.Namespace) -> int:
         return 2
 
     def action() -> int:
-        # start-up pin: status loads no wire.jcs
+        # start-up pin (HTTP_STACK): only this path loads h11
         from syncengine.engine import read_token
 
-        # start-up pin: status loads no wire.jcs
+        # start-up pin (HTTP_STACK): only this path loads h11
         from syncengine.engine.reconnect import replace_connection
 
         token = read_token(args.token, sys.stdin.buffer)
@@ -579,7 +579,7 @@ def _pull_text(report: Any) -> str:
 
 
 def _push(args: argparse.Namespace) -> int:
-    # start-up pin: status --help loads no wire
+    # start-up pin: status --help loads no syncengine.engine.limits
     from syncengine.engine.limits import CATCH_UP_PUSH_LIMIT, STEADY_PUSH_LIMIT
 
     def work(engine: Any) -> int:
@@ -604,7 +604,7 @@ def _push(args: argparse.Namespace) -> int:
 
 
 def _pull(args: argparse.Namespace) -> int:
-    # start-up pin: status --help loads no wire
+    # start-up pin: status --help loads no syncengine.engine.limits
     from syncengine.engine.limits import PULL_PAGE_LIMIT
 
     def work(engine: Any) -> int:
@@ -622,7 +622,7 @@ def _pull(args: argparse.Namespace) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    # start-up pin: status --help loads no wire
+    # start-up pin: status --help loads no syncengine.engine.limits
     from syncengine.engine.limits import CATCH_UP_PUSH_LIMIT, STEADY_PUSH_LIMIT
 
     def work(engine: Any) -> int:
@@ -657,7 +657,7 @@ def _adoption_pull(engine: Any) -> Any:
     this binding is adopting, the command runs that catch-up as the engine's
     own ``pull`` first (the same pages, then adoption ends), and reports its
     numbers together with the sync's; ``None`` when not adopting."""
-    # start-up pin: status --help loads no wire
+    # start-up pin: status --help loads no syncengine.engine.limits
     from syncengine.engine.limits import PULL_PAGE_LIMIT
 
     if not engine.store.sync_adopting(engine.connection.key):
@@ -667,7 +667,7 @@ def _adoption_pull(engine: Any) -> Any:
 
 def _merged_pulls(first: Any, second: Any) -> Any:
     """One pull report for two pulls of one command, in order."""
-    # start-up pin: status --help loads no ast
+    # start-up pin: status --help loads no dataclasses
     from dataclasses import replace
 
     outcomes = dict(first.outcomes)
@@ -682,7 +682,7 @@ def _merged_pulls(first: Any, second: Any) -> Any:
 
 
 def _reprocess(args: argparse.Namespace) -> int:
-    # start-up pin: status --help loads no wire
+    # start-up pin: status --help loads no syncengine.engine.limits
     from syncengine.engine.limits import REPROCESS_PAGE_LIMIT
 
     def work(engine: Any) -> int:
@@ -751,7 +751,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_loop(args: argparse.Namespace, early: Any) -> int:
     def action() -> int:
-        # start-up pin: status --help loads no ast
+        # start-up pin: status --help loads no dataclasses
         from dataclasses import replace
 
         # start-up pin: status loads no syncengine.engine.runloop
@@ -760,7 +760,7 @@ def _run_loop(args: argparse.Namespace, early: Any) -> int:
         # start-up pin: status loads no syncengine.engine.runloop
         from syncengine.engine.runloop import handle_stop_signals
 
-        # start-up pin: status --help loads no wire
+        # start-up pin: status --help loads no syncengine.engine.workers
         from syncengine.engine.workers import worker_count
 
         settings = RunSettings()
@@ -857,7 +857,7 @@ def _live_waker(engine: Any, stop: Any, as_json: bool) -> Any:
     # start-up pin: status loads no syncengine.engine.live
     from syncengine.engine.live import LocalChanges, RelayWatch, Waker, write_delivery
 
-    # start-up pin: status loads no wire.schema
+    # start-up pin: status loads no wire.http_v1.live
     from wire.http_v1.live import DEFAULT_WAIT_SECONDS
 
     path = engine.delivery_path()
@@ -880,7 +880,7 @@ def _live_waker(engine: Any, stop: Any, as_json: bool) -> Any:
 
 def _status(args: argparse.Namespace) -> int:
     def action() -> int:
-        # start-up pin: status --help loads no wire
+        # start-up pin: status --help loads no syncengine.engine.errors
         from syncengine.engine.errors import EngineLocked
 
         with _engine(args) as engine:
@@ -1033,7 +1033,7 @@ def _disconnect(args: argparse.Namespace) -> int:
 
 def _doctor(args: argparse.Namespace) -> int:
     def action() -> int:
-        # start-up pin: status loads no syncengine.engine.doctor
+        # start-up pin (HTTP_STACK): only this path loads ssl
         from syncengine.engine.doctor import run_checks
 
         checks = run_checks(args.store, args.team)
@@ -1124,7 +1124,7 @@ def _security_show(args: argparse.Namespace) -> int:
 
 def _security_set(args: argparse.Namespace) -> int:
     def action() -> int:
-        # start-up pin: status --help loads no wire
+        # start-up pin: status --help loads no syncengine.engine
         from syncengine.engine import SecurityMode
 
         with _engine(args) as engine:

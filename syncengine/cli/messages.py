@@ -172,7 +172,7 @@ def _no_team_yet_text(path: Any, team: str, names: tuple[str, str]) -> str:
 def _did_you_mean(name: str, choices: list[str]) -> str:
     """`` (did you mean 'crew'?)`` for the closest choice, or nothing; difflib is
     imported on this error path only."""
-    # start-up pin: send loads no heapq
+    # start-up pin: send loads no difflib
     import difflib
 
     close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)

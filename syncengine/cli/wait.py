@@ -238,10 +238,10 @@ def _wait(args: argparse.Namespace) -> int:
     def start_pulling() -> None:
         if not _connected(store, args.team):
             return
-        # start-up pin: wait loads no syncengine.http
+        # start-up pin: wait loads no syncengine.engine.live
         from syncengine.engine.live import WaitPuller
 
-        # start-up pin: wait loads no syncengine.ops
+        # start-up pin: wait loads no syncengine.engine.runloop
         from syncengine.engine.runloop import StopSignal
 
         stop = StopSignal()

@@ -60,7 +60,6 @@ if TYPE_CHECKING:
     from syncengine.engine.reports import PullReport, PushReport, ReprocessReport
     from syncengine.engine.resync import ResyncReport
     from syncengine.engine.watched_client import WatchedClient
-    from syncengine.engine.workers import Workers
     from syncengine.http.client import ClientConfig, RelayClient
     from syncengine.ops.quarantine import BlockedEnvelope
     from syncengine.ops.status import SyncStatus
@@ -163,7 +162,7 @@ class EngineStatus:
             }
         resync = None
         if e.resync_required:
-            # start-up pin: status loads no wire.jcs
+            # start-up pin: status loads no syncengine.engine.resync
             from syncengine.engine.resync import resync_command
 
             assert e.resync_after is not None and e.resync_min_available_seq is not None
@@ -347,10 +346,10 @@ class Engine:
         return self._client
 
     def _new_client(self, kind: type[C], config: ClientConfig | None) -> C:
-        # start-up pin: status loads no wire.jcs
+        # start-up pin (HTTP_STACK): only this path loads h11
         from syncengine.http.client import RelayBinding
 
-        # start-up pin: status loads no wire.jcs
+        # start-up pin: status loads no syncengine.http.credentials
         from syncengine.http.credentials import load_credential
 
         c = self.connection
@@ -375,10 +374,10 @@ class Engine:
         §6): its per-attempt deadline and read timeout are the wait plus
         :data:`~syncengine.engine.limits.LIVE_WAIT_MARGIN`, so a relay that holds
         the wait open silently or drips it byte by byte is abandoned."""
-        # start-up pin: status loads no ssl
+        # start-up pin (HTTP_STACK): only this path loads httpx
         import httpx
 
-        # start-up pin: status loads no wire.jcs
+        # start-up pin (HTTP_STACK): only this path loads h11
         from syncengine.http.client import ClientConfig, RelayClient
 
         base = self._client_config if self._client_config is not None else ClientConfig()
@@ -509,7 +508,7 @@ class Engine:
         specs/sync-stage1.md §8.21): without it the durable lie would halt the
         binding on every sync for good. Crash points ``engine.resume.repaired``
         (inside, before the halt clears), then ``engine.resume.*_commit``."""
-        # start-up pin: status loads no wire.jcs
+        # start-up pin: status loads no syncengine.ops.reconcile_push
         from syncengine.ops.reconcile_push import AckRepair, repair_contradicted_acks
 
         pk = self.connection.binding_pk
@@ -616,7 +615,7 @@ class Engine:
         idle = idle_push(ctx, limit)
         if idle is not None:
             return idle
-        # start-up pin: status loads no wire.jcs
+        # start-up pin: status loads no syncengine.engine.cycle
         from syncengine.engine.cycle import drain_push, push_once
 
         return drain_push(ctx, limit) if drain else push_once(ctx, limit)
@@ -647,7 +646,7 @@ class Engine:
             from syncengine.engine.reports import PullReport
 
             return PullReport(transport_cursor=cursor)
-        # start-up pin: status loads no wire.jcs
+        # start-up pin: status loads no syncengine.engine.cycle
         from syncengine.engine.cycle import pull_pages
 
         return pull_pages(ctx, page_limit, cursor, caps)
@@ -670,7 +669,7 @@ class Engine:
         authenticated snapshot (specs/read-state.md §8). ``pulled`` is the
         pull this phase follows: the capability snapshot that pull ended with
         is offered for reuse when it covers the transport cursor it reached."""
-        # start-up pin: status loads no wire.jcs
+        # start-up pin: status loads no syncengine.engine.read_sync
         from syncengine.engine import read_sync
 
         if not read_sync.supported():
@@ -765,7 +764,7 @@ class Engine:
 
     def reprocess(self, page_limit: int = REPROCESS_PAGE_LIMIT) -> ReprocessReport:
         """Re-evaluate every blocking envelope with today's keys and policy."""
-        # start-up pin: status loads no wire.jcs
+        # start-up pin: status loads no syncengine.engine.cycle
         from syncengine.engine.cycle import reprocess_all
 
         with self._recorded(pulled=False):
@@ -777,7 +776,7 @@ class Engine:
         clear the durable resync-required marker (one more transaction; a
         crash between the two is healed by a rerun, which finds the audit,
         or by the next pull)."""
-        # start-up pin: status loads no wire.jcs
+        # start-up pin: status loads no syncengine.engine.resync
         from syncengine.engine.resync import accept_retention_gap
 
         self._check_not_halted()
@@ -808,7 +807,7 @@ class Engine:
         """Clear a member's read-state block (the operator's explicit step,
         read-state-synchronization.md "Limit failure and recovery"); returns
         its member ID. The next cycle succeeds or blocks it again."""
-        # start-up pin: status loads no wire.jcs
+        # start-up pin: status loads no syncengine.ops.read_records
         from syncengine.ops.read_records import SyncReadUnblock
 
         with read_transaction(self.store.conn, self.store.path) as conn:

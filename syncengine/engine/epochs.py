@@ -370,7 +370,7 @@ def _exact_fields(obj: Any, names: Iterable[str], what: str) -> dict[str, Any]:
 
 
 def _snapshot_from_obj(obj: Any) -> EpochSnapshot:
-    # start-up pin: status loads no wire.jcs
+    # start-up pin (CRYPTO): only this path loads wire.age_profile.EpochManifest
     from wire.age_profile import EpochManifest
 
     legacy = (SNAPSHOT_FORMAT, _LEGACY_SNAPSHOT_VERSION)

@@ -480,7 +480,7 @@ class RelayClient:
         """The rest of :meth:`post_messages` in two halves, like
         :meth:`fetch_messages`: the request with every retry happens now, the
         returned callable parses and checks the answer where it is called."""
-        # start-up pin: idle pull loads no wire.envelope
+        # start-up pin: idle pull loads no wire.http_v1.messages
         from wire.http_v1.messages import PushResponse
 
         batch = encoded.batch
@@ -528,7 +528,7 @@ class RelayClient:
     def _messages_call(
         self, after: int, limit: int | None, max_response_bytes: int | None
     ) -> _Call[MessagePage]:
-        # start-up pin: idle pull loads no wire.envelope
+        # start-up pin: idle pull loads no wire.http_v1.messages
         from wire.http_v1.messages import MessagePage, MessagesQuery
 
         query = MessagesQuery(after, limit)

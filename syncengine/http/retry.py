@@ -273,7 +273,7 @@ def call_with_retry(
         if not is_retryable(exc):
             raise
         first_failure = exc
-    # start-up pin: idle pull loads no syncengine.http.retry_loop
+    # start-up pin (HTTP_STACK): only this path loads tenacity
     from syncengine.http.retry_loop import retry_after_failure
 
     return retry_after_failure(

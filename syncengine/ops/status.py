@@ -145,7 +145,7 @@ def sync_status(conn: apsw.Connection, key: BindingKey) -> SyncStatus:
         (binding.pk, binding.driver_generation, MAX_LISTED_GAPS),
     ).fetchall()
     if gaps:  # ``syncengine status`` loads the resync records only for a gap (issue #17)
-        # start-up pin: status loads no wire.jcs
+        # start-up pin: status loads no syncengine.ops.resync
         from syncengine.ops.resync import SyncResyncAudit
     accepted = tuple(SyncResyncAudit(row[0], row[1]) for row in reversed(gaps))
     floor = one_row(
