@@ -17,16 +17,18 @@ Usage::
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
+from syncengine.crash import crash_point
 from syncengine.engine import state as st
 from syncengine.engine.epochs import EpochHistory, EpochSnapshot, KeyEpoch
 from syncengine.engine.errors import (
@@ -37,6 +39,7 @@ from syncengine.engine.errors import (
 )
 from syncengine.engine.limits import (
     CATCH_UP_PUSH_LIMIT,
+    LIVE_WAIT_MARGIN,
     PULL_PAGE_LIMIT,
     REPROCESS_PAGE_LIMIT,
     STEADY_PUSH_LIMIT,
@@ -44,9 +47,13 @@ from syncengine.engine.limits import (
 from syncengine.engine.lock import EngineLock, lock_path_for
 from syncengine.engine.progress import progress_for
 from syncengine.engine.security import SecurityEntry, SecurityHistory, SecurityMode
-from syncengine.http.errors import EngineState, ResyncRequired
+from syncengine.engine.workers import MIN_PARALLEL_BATCH, Workers
+from syncengine.http.errors import EngineState, RelayRollback, ResyncRequired
 from syncengine.local_store import Store
+from syncengine.ops.states import QUARANTINE_STATES
+from syncengine.store import teams
 from syncengine.store.connection import read_transaction, store_exposure, write_transaction
+from wire.scalars import format_timestamp
 
 if TYPE_CHECKING:
     import apsw
@@ -64,16 +71,6 @@ if TYPE_CHECKING:
     from syncengine.ops.quarantine import BlockedEnvelope
     from syncengine.ops.status import SyncStatus
     from wire.http_v1.capabilities import Capabilities
-import dataclasses
-from dataclasses import replace
-
-from syncengine.crash import crash_point
-from syncengine.engine.limits import LIVE_WAIT_MARGIN
-from syncengine.engine.workers import MIN_PARALLEL_BATCH, Workers
-from syncengine.http.errors import RelayRollback
-from syncengine.ops.states import QUARANTINE_STATES
-from syncengine.store import teams
-from wire.scalars import format_timestamp
 
 __all__ = ["Engine", "EngineStatus", "SyncReport"]
 
