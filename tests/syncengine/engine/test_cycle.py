@@ -12,21 +12,10 @@ from syncengine.engine import Engine, PushOversized
 from syncengine.http.errors import InvalidRequest, ResyncRequired, UnsupportedCipher
 from syncengine.ids import new_uuid4
 from syncengine.local_store import Store
+from tests.syncengine.engine.cycle_support import plaintext, send
 from tests.syncengine.engine.fakerelay import FakeRelay
-from wire.message import Message
-from wire.profiles import seal
 
 MakeEngine = Callable[..., Engine]
-
-
-def send(engine: Engine, count: int, body: str = "hello") -> None:
-    with Store(engine.store.path) as store:
-        for i in range(count):
-            store.send("crew", "alice", "bob", f"{body} {i}")
-
-
-def plaintext(body: str, at: str = "2026-07-20T06:30:00.000000Z") -> object:
-    return seal(Message(body, at, "bob", "alice"), "none")
 
 
 def test_push_posts_every_pending_message_once_and_reconciles(

@@ -17,8 +17,8 @@ from syncengine.engine.context import idle_push
 from syncengine.engine.cycle import drain_push, push_once
 from syncengine.http.errors import InvalidRequest
 from syncengine.ops.states import IllegalTransition
+from tests.syncengine.engine.cycle_support import send
 from tests.syncengine.engine.fakerelay import FakeRelay
-from tests.syncengine.engine.test_cycle import send
 
 MakeEngine = Callable[..., Engine]
 

@@ -18,7 +18,7 @@ from syncengine.engine.evaluation import Pulled, judge, judge_page
 from syncengine.engine.identity import read_identity
 from syncengine.engine.state import ConnectionRecord
 from syncengine.ids import new_uuid4
-from tests.syncengine.engine.test_workers import judge_items, make_connection, make_keys
+from tests.syncengine.engine.worker_support import judge_items, make_connection, make_keys
 from tests.wire.wire_strategies import messages
 from wire.envelope import Envelope, encode_blob
 from wire.message import Message

@@ -17,8 +17,8 @@ from syncengine.http.errors import ResyncRequired
 from syncengine.ids import new_uuid4
 from syncengine.local_store import Store
 from syncengine.ops.resync import SyncResync
+from tests.syncengine.engine.cycle_support import plaintext, send
 from tests.syncengine.engine.fakerelay import FakeRelay, reply
-from tests.syncengine.engine.test_cycle import plaintext, send
 from wire.http_v1.binding import ResponseBinding
 from wire.http_v1.messages import MessagePage
 

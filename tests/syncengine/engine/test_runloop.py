@@ -114,7 +114,7 @@ def test_loop_waits_the_refusal_interval_while_a_resync_is_required_and_resumes_
     make_engine: MakeEngine, relay: FakeRelay
 ) -> None:
     from syncengine.ids import new_uuid4
-    from tests.syncengine.engine.test_cycle import plaintext
+    from tests.syncengine.engine.cycle_support import plaintext
 
     engine = make_engine()
     for i in range(4):

@@ -21,7 +21,7 @@ from syncengine.http.client import (
     default_request_deadline,
 )
 from syncengine.http.errors import ClientUsageError, TransportFailure
-from tests.syncengine.http.test_guard import client_for, drip_headers, raw_server
+from tests.syncengine.http.guard_support import client_for, drip_headers, raw_server
 
 
 def test_one_request_is_bounded_at_60_seconds_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
