@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from syncengine import __version__
 from syncengine._startup import PostponedCollection
 
 if TYPE_CHECKING:
@@ -259,8 +260,6 @@ def _main(args_list: list[str]) -> int:
             # --help`` once wrote a file named ``--help``): show the driver's help.
             args_list = ["driver", "--help"]
     if args_list in (["--version"], ["-V"]):
-        from syncengine import __version__
-
         print(f"syncengine {__version__}")
         return 0
     parser = build_parser(_modules_for(args_list), only=_command_in(args_list))

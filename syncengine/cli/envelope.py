@@ -19,7 +19,12 @@ import argparse
 import sys
 from typing import Any
 
-from syncengine.cli.age_options import add_age_open_options, add_age_seal_options
+from syncengine.cli.age_options import (
+    add_age_open_options,
+    add_age_seal_options,
+    age_open_context,
+    age_seal_params,
+)
 from syncengine.cli.jsonl import InputError, read_lines, write_record
 from wire import jcs
 from wire.envelope import Envelope
@@ -86,8 +91,6 @@ def add_open_options(parser: argparse.ArgumentParser) -> None:
 def seal_params_from_args(args: argparse.Namespace) -> Any:
     limit = args.max_blob_bytes if args.max_blob_bytes is not None else MAX_BLOB_BYTES
     if args.cipher == "age-v1":  # age-v1 (#3)
-        from syncengine.cli.age_options import age_seal_params
-
         return age_seal_params(args, limit)
     return SealParams(max_blob_bytes=limit)
 
@@ -95,8 +98,6 @@ def seal_params_from_args(args: argparse.Namespace) -> Any:
 def open_context_from_args(args: argparse.Namespace) -> Any:
     allowed = None if args.allow is None else frozenset(filter(None, args.allow.split(",")))
     if args.team_id is not None:  # age-v1 (#3)
-        from syncengine.cli.age_options import age_open_context
-
         return age_open_context(args, allowed)
     return OpenContext(allowed_ciphers=allowed)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from syncengine.cli import epochs
+from syncengine.private_files import write_new_private_file
 from wire.errors import WireError
 
 EXIT_OK = 0
@@ -73,8 +74,6 @@ def _run_generate(args: argparse.Namespace) -> int:
     recipient = identity.recipient.to_string()
     data = identity_file_text(identity.to_secret_string(), recipient).encode("ascii")
     try:
-        from syncengine.private_files import write_new_private_file
-
         write_new_private_file(path, data)
     except FileExistsError:
         return _fail("generate", f"{path}: already exists; refusing to overwrite an identity")

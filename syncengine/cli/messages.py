@@ -183,8 +183,6 @@ def _send(args: argparse.Namespace) -> int:
     def action(store: Any) -> None:
         body = args.body
         if body == "-":
-            from syncengine.store import InvalidInput
-
             try:
                 body = sys.stdin.buffer.read().decode("utf-8")
             except UnicodeDecodeError:

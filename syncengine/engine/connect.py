@@ -81,6 +81,7 @@ from syncengine.http.pairing import connect as http_connect
 from syncengine.http.retry import RetryPolicy
 from syncengine.local_store import Store
 from syncengine.ops.bindings import BindingKey
+from syncengine.private_files import PrivateFileRefused, read_private_file
 from syncengine.store import teams
 from syncengine.store.connection import read_transaction, write_transaction
 from syncengine.store.errors import InvalidInput
@@ -117,8 +118,6 @@ def read_token(source: str, stdin: BinaryIO) -> Secret:
         data = stdin.read(_MAX_TOKEN_READ + 1)
         where = "standard input"
     elif source.startswith("@") and len(source) > 1:
-        from syncengine.private_files import PrivateFileRefused, read_private_file
-
         path = Path(source[1:])
         try:
             data = read_private_file(path, "token file", _MAX_TOKEN_READ)

@@ -37,6 +37,7 @@ from syncengine.http.errors import (
     EngineState,
     RelayClientError,
 )
+from syncengine.ops.errors import SyncCorruptState
 from syncengine.store.errors import CorruptStore, MissingDependency, StoreBusy, StoreError
 
 __all__ = [
@@ -252,8 +253,6 @@ def classify(exc: BaseException) -> FailureRecord:
             EXIT_USAGE,
         )
     if isinstance(exc, StoreError):
-        from syncengine.ops.errors import SyncCorruptState
-
         if isinstance(exc, SyncCorruptState):
             return FailureRecord(
                 EngineState.HALTED,
