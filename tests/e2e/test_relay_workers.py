@@ -20,9 +20,9 @@ from syncengine.http.credentials import Secret
 from syncengine.local_store import Store
 from tests.e2e.live_support import BOUND, delivery, running
 from tests.relay.backends import require_postgres
-from tests.relay.test_workers import Group, running_group
 from tests.support.live_relay import issue_token, provision
 from tests.support.machines import Machine
+from tests.support.worker_group import Group, running_group
 
 TEAM = "crew"
 

@@ -8,7 +8,7 @@ from relay.secrets import timestamp
 from relay.storage.records import Member, ProvisioningDocument
 from tests.relay.conftest import Device, Relay
 from tests.relay.helpers import T0
-from tests.relay.test_read_state import post, sync, update
+from tests.relay.read_state_calls import post, sync, update
 
 
 def test_an_equal_record_is_answered_with_the_remembered_body() -> None:

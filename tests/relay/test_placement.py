@@ -301,8 +301,8 @@ def test_the_relay_cli_inits_and_serves_a_placement_through_one_port(
 def test_each_worker_of_a_group_serves_the_team_in_the_second_database(
     two: TwoDatabases, tmp_path: Path
 ) -> None:
-    from tests.relay.test_workers import running_group
     from tests.support import live_relay as live
+    from tests.support.worker_group import running_group
 
     placed_id = new_uuid7()
     two.place({placed_id: "b"})

@@ -30,9 +30,9 @@ from relay.storage.pg_schema import RELAY_SCHEMA
 from relay.storage.postgres import PostgresRelayStore
 from tests.relay.backends import Backend, require_postgres
 from tests.relay.conftest import make_relay
+from tests.relay.forbidden_columns import FORBIDDEN_COLUMNS
 from tests.relay.helpers import batch, issue_token, provision, team_headers
 from tests.relay.pg_server import PgServer, start_server
-from tests.relay.test_retention import FORBIDDEN_COLUMNS
 from tests.support.cli import run_main
 from tests.support.live_relay import LiveRelay, running_relay
 

@@ -11,7 +11,7 @@ from relay.storage.read_stream import exact_floor, merge_page
 from relay.storage.records import ReadKey
 from tests.relay.conftest import Device, Relay
 from tests.relay.helpers import provision
-from tests.relay.test_read_state import post, sync, update
+from tests.relay.read_state_calls import post, sync, update
 
 
 def _keys(items: list[dict[str, str]]) -> list[tuple[str, int, str]]:

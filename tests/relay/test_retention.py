@@ -16,6 +16,7 @@ from relay.errors import OperatorError, ProvisioningRejected
 from relay.storage.sqlite import SqliteRelayStore
 from tests.relay.backends import Backend
 from tests.relay.conftest import Device, Relay, make_relay
+from tests.relay.forbidden_columns import FORBIDDEN_COLUMNS
 from tests.relay.helpers import batch, envelope, provision
 
 
@@ -149,18 +150,6 @@ def test_retention_setting_accepts_canonical_positive_values() -> None:
 def test_default_database_path_follows_env_then_xdg() -> None:
     assert default_db_path({"SYNCENGINE_RELAY_DB": "/x/r.db"}) == Path("/x/r.db")
     assert default_db_path({"XDG_DATA_HOME": "/d"}) == Path("/d/syncengine/relay.db")
-
-
-FORBIDDEN_COLUMNS = {
-    "from",
-    "to",
-    "from_agent",
-    "to_agent",
-    "sender",
-    "recipient",
-    "body",
-    "created_at",
-}
 
 
 def test_no_column_or_index_can_hold_sender_recipient_body_or_client_time(tmp_path: Path) -> None:
