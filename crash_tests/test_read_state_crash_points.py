@@ -183,7 +183,7 @@ def _world(directory: Path, op: str) -> World:
     with Store(path) as store:
         store.init()
         store.create_team("dev", list(AGENTS))
-        (team_pk,) = store.conn.execute("SELECT team_pk FROM teams WHERE name = 'dev'").fetchone()
+        (team_pk,) = store.conn.execute("SELECT team_pk FROM teams WHERE name = 'dev'").fetchone()  # type: ignore[misc]
         with write_transaction(store.conn, store.path) as conn:
             adopt_roster(conn, team_pk, [(ids[name], name) for name in AGENTS], ROSTERED_AT)
         for i in range(4):

@@ -156,7 +156,7 @@ def _check_invariants(store: Store, world: World) -> None:
     )
     # The totals ``status`` reads move with the rows, in the same transaction.
     for (binding_pk,) in conn.execute("SELECT binding_pk FROM sync_bindings").fetchall():
-        assert history_counts(conn, binding_pk) == recount_history(conn, binding_pk)
+        assert history_counts(conn, binding_pk) == recount_history(conn, binding_pk)  # type: ignore[arg-type]
     for push_cursor, transport in conn.execute(
         "SELECT push_cursor, transport_cursor FROM sync_bindings"
     ):

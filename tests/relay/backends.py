@@ -76,7 +76,7 @@ class Backend:
 
         from relay.storage.pg_schema import RELAY_SCHEMA
 
-        with psycopg.connect(self.location) as conn:
+        with psycopg.connect(self.location) as conn:  # type: ignore[assignment]
             conn.execute(f"SET search_path TO {RELAY_SCHEMA}")
             conn.execute(sql.replace("?", "%s"), tuple(params))
 
@@ -94,7 +94,7 @@ class Backend:
 
         from relay.storage.pg_schema import RELAY_SCHEMA
 
-        with psycopg.connect(self.location) as conn, conn.cursor() as cur:
+        with psycopg.connect(self.location) as conn, conn.cursor() as cur:  # type: ignore[assignment, attr-defined]
             cur.execute(f"SET search_path TO {RELAY_SCHEMA}")
             cur.executemany(sql.replace("?", "%s"), [tuple(r) for r in rows])
 

@@ -66,7 +66,7 @@ def test_request_schemas_refuse_what_the_relay_always_refuses() -> None:
         {"key_id": "a\nb"},
     ]
     for bad in bad_members:
-        assert check({**good, **bad}, schemas["Envelope"], DOC), bad
+        assert check({**good, **bad}, schemas["Envelope"], DOC), bad  # type: ignore[dict-item]
     assert check({"token": "agmsg_pair_A-z.9~+/=="}, schemas["PairingRequest"], DOC) == []
     assert check({"token": "not a token"}, schemas["PairingRequest"], DOC)
     params = DOC["paths"]["/v1/messages"]["get"]["parameters"]

@@ -43,12 +43,12 @@ def test_policy_change_takes_effect_at_the_next_sequence(relay: Relay, device: D
     relay.store.set_policy(device.team.team_id, ["age-v1"])
     body = caps(relay, device)
     history = body["policy_history"]
-    assert [(e["policy_revision"], e["effective_from_seq"]) for e in history] == [
+    assert [(e["policy_revision"], e["effective_from_seq"]) for e in history] == [  # type: ignore[attr-defined]
         ("0", "1"),
         ("1", "4"),
-    ]  # type: ignore[attr-defined]
+    ]
     assert body["write_allowed_ciphers"] == ["age-v1"]
-    assert history[-1]["write_allowed_ciphers"] == body["write_allowed_ciphers"]  # type: ignore[index]
+    assert history[-1]["write_allowed_ciphers"] == body["write_allowed_ciphers"]
 
 
 def test_same_boundary_revisions_collapse_to_the_greatest(relay: Relay, device: Device) -> None:
@@ -57,8 +57,9 @@ def test_same_boundary_revisions_collapse_to_the_greatest(relay: Relay, device: 
     relay.store.set_policy(device.team.team_id, ["none"])
     history = caps(relay, device)["policy_history"]
     assert [
-        (e["policy_revision"], e["effective_from_seq"], e["write_allowed_ciphers"]) for e in history
-    ] == [  # type: ignore[attr-defined]
+        (e["policy_revision"], e["effective_from_seq"], e["write_allowed_ciphers"])
+        for e in history  # type: ignore[attr-defined]
+    ] == [
         ("0", "1", ["age-v1", "none"]),
         ("2", "3", ["none"]),
     ]

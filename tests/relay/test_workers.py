@@ -199,7 +199,7 @@ def test_sigterm_to_the_supervisor_drains_every_worker_closes_the_address_and_ex
         assert answer.split(b" ", 2)[1] == b"200", answer[:200]
         assert group.process.wait(timeout=BOUND_S) == 0
         for pid in group.pids:
-            until(lambda pid=pid: not alive(pid), f"worker {pid} to exit")
+            until(lambda pid=pid: not alive(pid), f"worker {pid} to exit")  # type: ignore[misc]
     finally:
         if group.process.poll() is None:
             group.process.kill()

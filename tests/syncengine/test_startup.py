@@ -16,7 +16,7 @@ from syncengine.cli import main
 from syncengine.local_store import Store
 
 
-def test_importing_the_http_client_does_not_load_httpx_cli_dependencies():
+def test_importing_the_http_client_does_not_load_httpx_cli_dependencies() -> None:
     code = (
         "import sys, syncengine.http.client\n"
         "loaded = sorted(m for m in ('click', 'rich', 'pygments') if m in sys.modules)\n"

@@ -107,7 +107,7 @@ def test_encrypt_writes_the_reference_bytes_for_the_same_randomness(
     recipients = [i.recipient for i in IDENTITIES[:count]]
     outputs = []
     for writer in (af.encrypt, _reference_encrypt):
-        monkeypatch.setattr(af.os, "urandom", _RandomStream(seed).read)
+        monkeypatch.setattr(os, "urandom", _RandomStream(seed).read)
         outputs.append(writer(plaintext, recipients))
     monkeypatch.undo()
     assert outputs[0] == outputs[1]

@@ -97,7 +97,7 @@ def test_age_cli_decrypts_our_sealed_file_to_our_frame(tmp_path: Path) -> None:
     data = seal(MESSAGE, "age-v1", PARAMS).blob_bytes()
     identity_path = _identity_file(tmp_path, BOB)
     result = subprocess.run(
-        [AGE, "--decrypt", "--identity", str(identity_path)],
+        [str(AGE), "--decrypt", "--identity", str(identity_path)],
         input=data,
         capture_output=True,
         check=True,
@@ -110,7 +110,7 @@ def test_files_the_age_cli_encrypts_open_here(tmp_path: Path) -> None:
     recipients = tmp_path / "recipients.txt"
     recipients.write_text(f"{BOB.recipient.to_string()}\n{ALICE.recipient.to_string()}\n")
     result = subprocess.run(
-        [AGE, "--encrypt", "--recipients-file", str(recipients)],
+        [str(AGE), "--encrypt", "--recipients-file", str(recipients)],
         input=FRAME,
         capture_output=True,
         check=True,
@@ -122,7 +122,7 @@ def test_files_the_age_cli_encrypts_open_here(tmp_path: Path) -> None:
 @needs_age
 def test_armored_files_from_the_age_cli_are_refused(tmp_path: Path) -> None:
     result = subprocess.run(
-        [AGE, "--encrypt", "--armor", "--recipient", ALICE.recipient.to_string()],
+        [str(AGE), "--encrypt", "--armor", "--recipient", ALICE.recipient.to_string()],
         input=FRAME,
         capture_output=True,
         check=True,
@@ -137,11 +137,14 @@ def test_multi_chunk_files_round_trip_with_the_age_cli(tmp_path: Path) -> None:
     ours = age_format.encrypt(plaintext, [ALICE.recipient])
     identity_path = _identity_file(tmp_path, ALICE)
     decrypted = subprocess.run(
-        [AGE, "-d", "-i", str(identity_path)], input=ours, capture_output=True, check=True
+        [str(AGE), "-d", "-i", str(identity_path)], input=ours, capture_output=True, check=True
     )
     assert decrypted.stdout == plaintext
     theirs = subprocess.run(
-        [AGE, "-r", ALICE.recipient.to_string()], input=plaintext, capture_output=True, check=True
+        [str(AGE), "-r", ALICE.recipient.to_string()],
+        input=plaintext,
+        capture_output=True,
+        check=True,
     )
     assert age_format.decrypt(theirs.stdout, ALICE) == plaintext
 
@@ -149,9 +152,9 @@ def test_multi_chunk_files_round_trip_with_the_age_cli(tmp_path: Path) -> None:
 @pytest.mark.skipif(AGE_KEYGEN is None, reason="age-keygen is not installed")
 def test_age_keygen_identity_files_parse_and_derive_the_same_recipient(tmp_path: Path) -> None:
     path = tmp_path / "key.txt"
-    subprocess.run([AGE_KEYGEN, "-o", str(path)], capture_output=True, check=True)
+    subprocess.run([str(AGE_KEYGEN), "-o", str(path)], capture_output=True, check=True)
     identity = parse_identity_file(path.read_bytes())
     public = subprocess.run(
-        [AGE_KEYGEN, "-y", str(path)], capture_output=True, check=True, text=True
+        [str(AGE_KEYGEN), "-y", str(path)], capture_output=True, check=True, text=True
     ).stdout.strip()
     assert identity.recipient.to_string() == public

@@ -397,7 +397,7 @@ def test_blob_rejects_padding_after_a_full_quantum(text: str) -> None:
         decode_blob(text, "blob")
 
 
-def test_from_blob_bytes_reports_a_bad_cipher_as_an_envelope_error():
+def test_from_blob_bytes_reports_a_bad_cipher_as_an_envelope_error() -> None:
     import pytest
 
     from wire.envelope import Envelope

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 
-def test_importing_a_package_does_not_import_its_submodules():
+def test_importing_a_package_does_not_import_its_submodules() -> None:
     code = (
         "import sys, wire.http_v1\n"
         "assert 'wire.http_v1.read_state' not in sys.modules\n"
@@ -19,14 +19,14 @@ def test_importing_a_package_does_not_import_its_submodules():
     assert result.returncode == 0, result.stderr
 
 
-def test_an_unknown_name_is_an_attribute_error():
+def test_an_unknown_name_is_an_attribute_error() -> None:
     import wire.http_v1
 
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         _ = wire.http_v1.Nope
 
 
-def test_dir_lists_every_export():
+def test_dir_lists_every_export() -> None:
     import wire.http_v1
 
     assert set(wire.http_v1.__all__) <= set(dir(wire.http_v1))

@@ -484,7 +484,7 @@ def test_profile_key_id_rejects_anything_outside_the_epoch_grammar(value: object
         scalars.check_profile_key_id(value, "key_id")
 
 
-def test_format_timestamp_refuses_an_instant_before_year_one_in_utc():
+def test_format_timestamp_refuses_an_instant_before_year_one_in_utc() -> None:
     from datetime import datetime, timedelta, timezone
 
     import pytest

@@ -20,7 +20,7 @@ from wire.message import Message
 PROPERTY = settings(max_examples=100, deadline=None)
 
 #: Unicode scalar values: every code point except the surrogates.
-scalar_chars = st.characters(exclude_categories=("Cs",))
+scalar_chars = st.characters(exclude_categories=["Cs"])
 
 json_text = st.text(alphabet=scalar_chars, max_size=24)
 

@@ -176,7 +176,7 @@ def _documented_codes(argv: tuple[str, ...]) -> str:
     node = parser
     for word in words:
         subs = [a for a in node._actions if a.__class__.__name__ == "_SubParsersAction"]
-        if not subs or word not in subs[0].choices:
+        if not subs or word not in subs[0].choices:  # type: ignore[operator]
             break
         node = subs[0].choices[word]
     return node.epilog or ""

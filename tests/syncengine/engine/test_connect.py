@@ -22,8 +22,7 @@ from syncengine.engine import (
 )
 from syncengine.engine import state as engine_state
 from syncengine.engine.connect import default_credential_path
-from syncengine.http.credentials import CredentialStoreError
-from syncengine.http.errors import PairingTokenRejected
+from syncengine.http.errors import CredentialStoreError, PairingTokenRejected
 from syncengine.local_store import Store
 from tests.syncengine.engine.conftest import connect_fake
 from tests.syncengine.engine.fakerelay import SECRET, TOKEN, FakeRelay

@@ -66,12 +66,12 @@ def test_a_pull_with_pages_binds_once_and_takes_one_snapshot(
     # probe_pull's binding and snapshot are the very ones the pages are pulled under.
     engine = make_engine()
     relay.add_foreign(
-        seal(Message("new", "2026-07-20T06:30:00.000000Z", "alice", "bob"), "none"),  # type: ignore[arg-type]
+        seal(Message("new", "2026-07-20T06:30:00.000000Z", "alice", "bob"), "none"),
         new_uuid4(),
     )
     binds: list[object] = []
     bind = engine.store.sync_bind
-    monkeypatch.setattr(engine.store, "sync_bind", lambda key: binds.append(key) or bind(key))
+    monkeypatch.setattr(engine.store, "sync_bind", lambda key: binds.append(key) or bind(key))  # type: ignore[func-returns-value]
     since = len(relay.requests)
     report = engine.pull()
     assert report.received == 1

@@ -70,7 +70,7 @@ def test_acks_received_before_a_later_batch_fails_are_recorded_first(
             return relay.error(422, "unsupported-cipher", _unsupported_details())
         return original(request)  # type: ignore[arg-type]
 
-    relay.post = post_then_refuse  # type: ignore[method-assign]
+    relay.post = post_then_refuse  # type: ignore[assignment, method-assign]
     with pytest.raises(UnsupportedCipher):
         engine.push()
     status = engine.status()
@@ -168,7 +168,7 @@ def test_pull_error_of_the_prefetched_page_surfaces_after_the_page_before_is_app
             return relay.error(400, "invalid-request")
         return original(request)  # type: ignore[arg-type]
 
-    relay.get = refuse_second_page  # type: ignore[method-assign]
+    relay.get = refuse_second_page  # type: ignore[assignment, method-assign]
     with pytest.raises(InvalidRequest):
         engine.pull(page_limit=10)
     status = engine.status()
@@ -207,7 +207,7 @@ def test_pull_refreshes_capabilities_when_a_page_passes_the_snapshot(
     relay.add_foreign(plaintext("before"), new_uuid4())  # type: ignore[arg-type]
     relay.set_policy("age-v1")
     relay.add_foreign(plaintext("after"), new_uuid4())  # type: ignore[arg-type]
-    relay.capabilities = stale_then_fresh  # type: ignore[method-assign]
+    relay.capabilities = stale_then_fresh  # type: ignore[assignment, method-assign]
     report = engine.pull()
     assert report.capability_refreshes == 1
     assert report.outcomes == {"imported": 1, "policy_violation": 1}
@@ -317,7 +317,7 @@ def test_push_all_prepares_the_next_round_while_the_post_is_in_flight(
             time.sleep(0.01)
         return original(request)  # type: ignore[arg-type]
 
-    relay.post = slow_post  # type: ignore[method-assign]
+    relay.post = slow_post  # type: ignore[assignment, method-assign]
     report = engine.push_all(3)
     assert seen == [0], "round two was not prepared during round one's POST"
     assert report.stored == 6 and relay.posted_batches == [3, 3]
@@ -337,7 +337,7 @@ def test_push_all_refused_midway_keeps_prepared_rounds_durable_and_loses_nothing
             return relay.error(422, "unsupported-cipher", _unsupported_details())
         return original(request)  # type: ignore[arg-type]
 
-    relay.post = refuse_second  # type: ignore[method-assign]
+    relay.post = refuse_second  # type: ignore[assignment, method-assign]
     with pytest.raises(UnsupportedCipher):
         engine.push_all(3)
     status = engine.status()
@@ -395,7 +395,7 @@ def test_push_all_never_uses_the_relay_client_from_two_threads_at_once(
     send(engine, 12, body="x" * 300)
     # Rounds of 4 go out as two batches of 2, and every batch is then split
     # after a 413, so each round makes several relay calls besides its preflight.
-    monkeypatch.setattr(cycle, "plan_batches", functools.partial(cycle.plan_batches, max_count=2))
+    monkeypatch.setattr(cycle, "plan_batches", functools.partial(cycle.plan_batches, max_count=2))  # type: ignore[attr-defined]
     relay.max_request_bytes = 700
     client = engine.client
     original = client._run

@@ -82,8 +82,12 @@ def test_a_send_by_another_process_ends_the_wait_as_a_local_change(
 ) -> None:
     clock = FakeTime()
     waker = Waker(
-        clock, LocalChanges(store, "crew"), clock=clock, block=clock.wait, watch_store=False
-    )  # type: ignore[arg-type]
+        clock,  # type: ignore[arg-type]
+        LocalChanges(store, "crew"),
+        clock=clock,
+        block=clock.wait,
+        watch_store=False,
+    )
     waker.before_cycle()
     with Store(store.path) as other:
         other.send("crew", "bob", "alice", "from another process")
@@ -112,8 +116,12 @@ def test_the_engines_own_imports_are_not_a_local_change(store: Store) -> None:
 def test_with_nothing_happening_the_wait_lasts_the_interval(store: Store) -> None:
     clock = FakeTime()
     waker = Waker(
-        clock, LocalChanges(store, "crew"), clock=clock, block=clock.wait, watch_store=False
-    )  # type: ignore[arg-type]
+        clock,  # type: ignore[arg-type]
+        LocalChanges(store, "crew"),
+        clock=clock,
+        block=clock.wait,
+        watch_store=False,
+    )
     waker.before_cycle()
     assert waker.wait(5.0) == "interval"
     assert clock.now >= 5.0
@@ -123,8 +131,12 @@ def test_a_stop_ends_the_wait(store: Store) -> None:
     clock = FakeTime()
     clock.set()
     waker = Waker(
-        clock, LocalChanges(store, "crew"), clock=clock, block=clock.wait, watch_store=False
-    )  # type: ignore[arg-type]
+        clock,  # type: ignore[arg-type]
+        LocalChanges(store, "crew"),
+        clock=clock,
+        block=clock.wait,
+        watch_store=False,
+    )
     assert waker.wait(60) == "stop"
 
 

@@ -32,7 +32,7 @@ def test_a_pull_is_followed_by_members_and_read_state_without_another_capabiliti
     engine = make_engine()
     engine.pull()
     relay.add_foreign(
-        seal(Message("new", "2026-07-20T06:30:00.000000Z", "alice", "bob"), "none"),  # type: ignore[arg-type]
+        seal(Message("new", "2026-07-20T06:30:00.000000Z", "alice", "bob"), "none"),
         new_uuid4(),
     )
     since = len(relay.requests)
@@ -98,7 +98,7 @@ def test_a_roster_with_another_floor_than_the_pulls_snapshot_takes_a_fresh_pair(
     engine = make_engine()
     for i in range(3):
         envelope = seal(Message(f"m{i}", "2026-07-20T06:30:00.000000Z", "alice", "bob"), "none")
-        relay.add_foreign(envelope, new_uuid4())  # type: ignore[arg-type]
+        relay.add_foreign(envelope, new_uuid4())
     engine.pull()
     since = len(relay.requests)
 
@@ -141,7 +141,7 @@ def test_a_snapshot_behind_the_cursor_is_never_taken_for_an_idle_relay(
     engine = make_engine()
     for i in range(3):
         envelope = seal(Message(f"m{i}", "2026-07-20T06:30:00.000000Z", "alice", "bob"), "none")
-        relay.add_foreign(envelope, new_uuid4())  # type: ignore[arg-type]
+        relay.add_foreign(envelope, new_uuid4())
     engine.pull()
     relay.messages = relay.messages[:1]
     with pytest.raises(RelayRollback):

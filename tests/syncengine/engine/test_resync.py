@@ -36,14 +36,14 @@ def fall_behind(engine: Engine, relay: FakeRelay, total: int = 10, floor: int = 
 
 
 def audits(engine: Engine) -> list[tuple[int, ...]]:
-    return engine.store.conn.execute(
+    return engine.store.conn.execute(  # type: ignore[return-value]
         "SELECT expected_transport_cursor, accepted_floor, gap_start, gap_end"
         " FROM sync_resync_audits"
     ).fetchall()
 
 
 def binding_row(engine: Engine) -> tuple[int, ...]:
-    return engine.store.conn.execute(
+    return engine.store.conn.execute(  # type: ignore[return-value]
         "SELECT revision, push_cursor, transport_cursor FROM sync_bindings"
     ).fetchone()
 

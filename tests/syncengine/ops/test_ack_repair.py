@@ -80,7 +80,7 @@ def test_after_the_repair_the_genuine_page_imports_and_echoes_our_message(
 ) -> None:
     mine, wire, envelope = _lied_at(store, key, 3)
     _repair(store)
-    page = [pull_record(3, wire, envelope), pull_record(4, mine.wire_id, mine.envelope)]
+    page = [pull_record(3, wire, envelope), pull_record(4, mine.wire_id, mine.envelope)]  # type: ignore[arg-type]
     applied = store.sync_apply_pull(key, page, SyncPullCursor(4))
     assert [o.status for o in applied.outcomes] == ["imported", "reconciled"]
     assert table(store.conn, "SELECT state, server_seq FROM sync_push") == [("acked", 4)]

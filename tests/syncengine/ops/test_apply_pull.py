@@ -166,7 +166,7 @@ def test_a_failing_page_writes_nothing_at_all(
     def boom(*args: Any) -> int:
         raise RuntimeError("injected failure after the imports")
 
-    monkeypatch.setattr(ap.read_overlay, "on_mappings", boom)
+    monkeypatch.setattr(ap.read_overlay, "on_mappings", boom)  # type: ignore[attr-defined]
     with pytest.raises(RuntimeError):
         _apply(store, key, [pull_record(1, wire, env)], 1)
     assert _state(store) == before

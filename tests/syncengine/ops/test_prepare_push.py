@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from syncengine import ids
 from syncengine.local_store import Store
 from syncengine.ops import prepare_push as pp
 from syncengine.ops.bindings import BindingKey
@@ -271,7 +272,7 @@ def test_a_failure_between_seal_and_publish_publishes_nothing_and_the_next_call_
 ) -> None:
     _send(store, 1)
     minted: list[str] = []
-    original = pp.ids.new_uuid4
+    original = ids.new_uuid4
 
     def capture() -> str:
         minted.append(original())
@@ -281,7 +282,7 @@ def test_a_failure_between_seal_and_publish_publishes_nothing_and_the_next_call_
         if name == "prepare.sealed":
             raise RuntimeError("injected failure after sealing")
 
-    monkeypatch.setattr(pp.ids, "new_uuid4", capture)
+    monkeypatch.setattr(ids, "new_uuid4", capture)
     monkeypatch.setattr(pp, "crash_point", die)
     with pytest.raises(RuntimeError):
         store.sync_prepare_push(key, prepare_none(), 10)

@@ -34,7 +34,7 @@ from wire.profiles import Binding, OpenContext, open_envelope
 AT = "2026-01-01T00:00:00.000000Z"
 IDENTITY = X25519Identity.generate()
 _NAMES = st.sampled_from(["alice", "bob", "zed", "Ünïcode-agent", "a", "x" * 128, "-bad", ""])
-_BODIES = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300)
+_BODIES = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=300)
 
 
 @contextmanager

@@ -166,7 +166,7 @@ def test_read_apply_runs_only_index_searches(busy: Store, key: BindingKey) -> No
     ]  # fmt: skip
     _assert_no_scans(
         busy,
-        _statements(busy, lambda: busy.sync_apply_read_state(key, SyncReadSnapshot(0, 100), items)),
+        _statements(busy, lambda: busy.sync_apply_read_state(key, SyncReadSnapshot(0, 100), items)),  # type: ignore[arg-type]
     )
 
 
@@ -197,7 +197,7 @@ def _backlog(tmp_path: Path, key: BindingKey, unread: int) -> tuple[Store, int, 
     store.sync_apply_pull(key, records, SyncPullCursor(top + len(records)))
     binding = store.sync_binding(key)
     assert binding is not None
-    (bob,) = store.conn.execute("SELECT member_pk FROM members WHERE name = 'bob'").fetchone()
+    (bob,) = store.conn.execute("SELECT member_pk FROM members WHERE name = 'bob'").fetchone()  # type: ignore[misc]
     return store, binding.pk, bob, binding.transport_cursor
 
 

@@ -286,7 +286,12 @@ class FirstUnreadMachines(ReadStateMachines):
                     expected = store.conn.execute(_REFERENCE_FIRST_UNREAD, args).fetchone()[0]
                     for window in (1, 2, 4096):
                         found = _first_unread_seq(
-                            store.conn, binding.pk, reader, after, top, window
+                            store.conn,
+                            binding.pk,
+                            reader,  # type: ignore[arg-type]
+                            after,
+                            top,
+                            window,
                         )
                         assert found == expected, (after, window, found, expected)
 

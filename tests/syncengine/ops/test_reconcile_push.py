@@ -142,7 +142,7 @@ def test_a_sequence_held_by_a_pulled_wire_id_is_corrupt_state_for_an_ack(
     store: Store, key: BindingKey
 ) -> None:
     wire, envelope = foreign_envelope(key)
-    store.sync_apply_pull(key, [pull_record(1, wire, envelope)], _cursor(1))
+    store.sync_apply_pull(key, [pull_record(1, wire, envelope)], _cursor(1))  # type: ignore[arg-type]
     cands = _candidates(store, key, 1)
     with pytest.raises(SyncCorruptState):
         store.sync_reconcile_push(key, [ack(cands[0], 1)])
@@ -227,7 +227,7 @@ def test_reconcile_stays_on_indexes_with_100000_reservations(tmp_path: Path) -> 
         conn.execute("COMMIT")
         conn.execute("ANALYZE")
         executed: list[str] = []
-        conn.exec_trace = lambda _c, sql, _b: executed.append(sql) or True
+        conn.exec_trace = lambda _c, sql, _b: executed.append(sql) or True  # type: ignore[func-returns-value]
         row = conn.execute(
             "SELECT wire_id FROM sync_push WHERE binding_pk = 1 AND local_position = 50000"
         ).fetchone()
@@ -272,7 +272,7 @@ def facts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, int
         cands = [by_position.get(p) for p in range(1, 41)]
         store.sync_reconcile_push(key, [ack(c, n + 1) for n, c in enumerate(cands[:10]) if c])
         pulled = [pull_record(seq, *foreign_envelope(key)) for seq in (50, 51)]
-        store.sync_apply_pull(key, pulled, _cursor(51))
+        store.sync_apply_pull(key, pulled, _cursor(51))  # type: ignore[arg-type]
         binding = store.sync_binding(key)
         assert binding is not None
         yield store, binding.pk, cands

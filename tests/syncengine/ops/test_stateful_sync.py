@@ -138,7 +138,7 @@ class SyncMachine(RuleBasedStateMachine):
         while True:
             page = self.store.sync_reprocess(self.key, limit, after)
             records = [
-                classifier.pull_message(_entry(c.server_seq, c.wire_id, c.envelope))
+                classifier.pull_message(_entry(c.server_seq, c.wire_id, c.envelope))  # type: ignore[arg-type]
                 for c in page.candidates
             ]
             self.store.sync_apply_pull(

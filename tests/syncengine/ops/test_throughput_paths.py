@@ -56,7 +56,7 @@ UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9
 _NAMES = st.sampled_from(["alice", "bob", "zed", "Ünïcode-agent", "a", "x" * 128])
 # Bodies: any text the store accepts (no lone surrogates), including JSON's
 # escapes, non-BMP scalars and control characters.
-_BODIES = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=300)
+_BODIES = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=300)
 _SETTINGS = settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -215,7 +215,7 @@ def test_multi_row_insert_returns_each_rows_sequence_in_row_order(
         # key order could not pass for row order.
         ids.reverse()
         with store.conn:
-            team, sender = store.conn.execute("SELECT team_pk, sender_pk FROM messages").fetchone()
+            team, sender = store.conn.execute("SELECT team_pk, sender_pk FROM messages").fetchone()  # type: ignore[misc]
             answers = insert_rows_returning(
                 store.conn,
                 "INSERT INTO messages (id, team_pk, sender_pk, recipient_pk, body, at, origin)"
@@ -227,7 +227,7 @@ def test_multi_row_insert_returns_each_rows_sequence_in_row_order(
                 "id, seq",
             )
         assert [a[0] for a in answers] == ids
-        by_seq = dict(store.conn.execute("SELECT id, seq FROM messages").fetchall())
+        by_seq = dict(store.conn.execute("SELECT id, seq FROM messages").fetchall())  # type: ignore[arg-type, var-annotated]
         assert [a[1] for a in answers] == [by_seq[i] for i in ids]
         assert [a[1] for a in answers] == sorted(a[1] for a in answers)
 

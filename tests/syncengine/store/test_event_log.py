@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from syncengine.store import Conflict, InvalidInput
 from syncengine.store.event_log import normalize_at
 
 
-def jsonl(*records: dict[str, object]) -> bytes:
+def jsonl(*records: Mapping[str, object]) -> bytes:
     return b"".join(json.dumps(r).encode() + b"\n" for r in records)
 
 

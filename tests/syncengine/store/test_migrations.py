@@ -155,7 +155,7 @@ def test_a_store_missing_a_table_is_damaged_for_reads_and_check(tmp_path: Path) 
     conn.close()
     for read in (lambda s: s.watch_tip(["dev:bob"]), lambda s: s.check()):
         with pytest.raises(CorruptStore, match="read_frontiers"), Store(path) as store:
-            read(store)
+            read(store)  # type: ignore[no-untyped-call]
 
 
 def test_migration_7_marks_only_the_roster_of_connected_teams_as_relay_bound(
