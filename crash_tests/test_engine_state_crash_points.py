@@ -160,7 +160,7 @@ def test_connect_killed_after_commit_is_connected(live: LiveRelay, tmp_path: Pat
     a = Machine("a", tmp_path / "a" / "store.db")
     _crash_connect(team, a, "engine.connect.after_commit")
     status = _status(a)
-    assert status["security"]["mode"] == "plaintext-allowed"  # type: ignore[index]
+    assert status["security"]["mode"] == "plaintext-allowed"
     assert Path(str(status["credential_file"])).is_file()
     again = _connect_cli(team, a)
     assert again.returncode == 7 and "already connected" in again.stderr
@@ -212,7 +212,7 @@ def test_security_set_killed_at_its_append(live: LiveRelay, tmp_path: Path, when
     assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
     revisions = _rows(a, "SELECT revision FROM engine_security_history ORDER BY revision")
     assert revisions == ([(0,)] if when == "before" else [(0,), (1,)])
-    history = _status(a)["security"]["history"]  # type: ignore[index]
+    history = _status(a)["security"]["history"]
     assert len(history) == len(revisions)
     _converges(a, b)
 
@@ -234,7 +234,7 @@ def test_identity_install_killed_at_its_commit(live: LiveRelay, tmp_path: Path, 
 
 def _epoch_2(a: Machine, tmp_path: Path) -> tuple[str, ...]:
     """``keys epoch add`` arguments for epoch-2 over a's and b's identities."""
-    from tests.e2e.test_key_epochs import manifest
+    from tests.support.key_epochs import manifest
 
     recipients = manifest(tmp_path, "epoch-2", [tmp_path / "a.key", tmp_path / "b.key"])
     return ("keys", "epoch", "add", "--key-id", "epoch-2", "--recipients-file", str(recipients))

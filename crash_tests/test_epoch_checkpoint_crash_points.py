@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from syncengine.crash import CHECKPOINT_CRASH_POINTS, CRASH_EXIT_CODE
-from tests.e2e.test_key_epochs import manifest
+from tests.support.key_epochs import manifest
 from tests.support.live_relay import LiveRelay, relay_fixture
 from tests.support.machines import LeanTeam, Machine, age_epoch, run_cli
 

@@ -23,9 +23,9 @@ import pytest
 
 from syncengine.crash import CRASH_EXIT_CODE, SEED_CRASH_POINTS
 from syncengine.local_store import Store
-from tests.e2e.test_seed_from_backup import _joined_by_rotation, _ok, _status_of, _unread
 from tests.support.live_relay import LiveRelay, relay_fixture
 from tests.support.machines import Machine, exactly_once, relay_counts, run_cli
+from tests.support.seeding import _joined_by_rotation, _ok, _status_of, _unread
 
 EVERYTHING = sorted(
     [

@@ -17,7 +17,7 @@ from relay.storage.sqlite import SqliteRelayStore
 from syncengine.engine.connect import FreshHistoryRefused, connect_store
 from syncengine.engine.epoch_checkpoint import CheckpointRefused
 from syncengine.local_store import Store
-from tests.e2e.test_key_epochs import cli_json, export, import_into, manifest
+from tests.support.key_epochs import cli_json, export, import_into, manifest
 from tests.support.live_relay import LiveRelay
 from tests.support.machines import LeanTeam, Machine, age_epoch, run_cli
 
@@ -196,7 +196,7 @@ def test_a_gap_is_refused_and_the_chain_of_files_is_imported_in_order(
         b, "keys", "epoch", "import", "--file", str(files[0]), "--file", str(files[1]),
         "--confirm-digest", digests[1],
     )  # fmt: skip
-    assert [row["key_id"] for row in chained["added"]] == ["epoch-2", "epoch-3"]  # type: ignore[union-attr, index]
+    assert [row["key_id"] for row in chained["added"]] == ["epoch-2", "epoch-3"]  # type: ignore[attr-defined]
     assert checkpoint(b) == checkpoint(a) == (2, digests[1], 2)
     listed = cli_json(b, "keys", "epoch", "list")["checkpoint"]
     assert listed == {

@@ -10,11 +10,11 @@ epoch's messages as ``pending_key`` and opens them after the import and a
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from syncengine.engine.connect import connect_store
 from syncengine.local_store import Store
+from tests.support.key_epochs import cli_json, export, import_into, manifest, recipient_of
 from tests.support.live_relay import LiveRelay
 from tests.support.machines import LeanTeam, Machine, exactly_once, run_cli
 from wire.age_keys import X25519Identity
@@ -26,35 +26,6 @@ def new_key(tmp: Path, name: str) -> tuple[Path, str]:
     path.write_text(identity.to_secret_string() + "\n")
     path.chmod(0o600)
     return path, identity.recipient.to_string()
-
-
-def recipient_of(key: Path) -> str:
-    return X25519Identity.from_string(key.read_text().strip()).recipient.to_string()
-
-
-def manifest(tmp: Path, name: str, keys: list[Path]) -> Path:
-    path = tmp / f"{name}.recipients"
-    path.write_text("".join(recipient_of(k) + "\n" for k in keys))
-    return path
-
-
-def cli_json(machine: Machine, *args: str) -> dict[str, object]:
-    result = run_cli(machine, *args, "--team", "crew", "--json")
-    assert result.returncode == 0, result.stderr
-    obj = json.loads(result.stdout)
-    assert isinstance(obj, dict)
-    return obj
-
-
-def export(machine: Machine, output: Path) -> str:
-    digest = cli_json(machine, "keys", "epoch", "export", "--output", str(output))
-    return str(digest["snapshot_sha256"])
-
-
-def import_into(machine: Machine, snapshot: Path, digest: str) -> None:
-    cli_json(
-        machine, "keys", "epoch", "import", "--file", str(snapshot), "--confirm-digest", digest
-    )
 
 
 def held_unopened(machine: Machine) -> int:
@@ -163,7 +134,7 @@ def epoch_rows(machine: Machine) -> list[tuple[int, str]]:
         rows = store.conn.execute(
             "SELECT revision, key_id FROM engine_key_epochs ORDER BY revision"
         ).fetchall()
-    return [(int(r[0]), str(r[1])) for r in rows]
+    return [(int(r[0]), str(r[1])) for r in rows]  # type: ignore[arg-type]
 
 
 def refused(machine: Machine, *args: str) -> str:
@@ -220,7 +191,7 @@ def test_adding_the_current_epoch_again_is_a_no_op(live: LiveRelay, tmp_path: Pa
     (a,) = LeanTeam(live, tmp_path).age_machines("a")
     same = manifest(tmp_path, "same", [tmp_path / "a.key"])
     add = ("keys", "epoch", "add", "--key-id", "epoch-1", "--recipients-file", str(same))
-    assert cli_json(a, *add)["epoch"] == cli_json(a, "keys", "epoch", "list")["epochs"][0]  # type: ignore[index]
+    assert cli_json(a, *add)["epoch"] == cli_json(a, "keys", "epoch", "list")["epochs"][0]
     assert epoch_rows(a) == [(0, "epoch-1")]
 
 

@@ -23,9 +23,9 @@ from syncengine.engine import Engine
 from syncengine.engine.connect import connect_store
 from syncengine.local_store import Store
 from syncengine.store import OutgoingMessage
+from tests.support.full_disk import _mount, fill, sizes
 from tests.support.live_relay import LiveRelay
 from tests.support.machines import LeanTeam, Machine, exactly_once, run_cli
-from tests.syncengine.store.test_full_disk import _mount, fill, sizes
 
 MESSAGES = 1500
 

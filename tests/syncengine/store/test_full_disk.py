@@ -11,9 +11,7 @@ while another connection is open.
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,22 +22,9 @@ import pytest
 from syncengine.local_store import Store
 from syncengine.store import OutgoingMessage, StoreFull
 from syncengine.store.connection import WAL_FOLD_OVER_BYTES
+from tests.support.full_disk import _mount, fill, sizes
 
 SIZE = "2m"
-
-
-def _mount(directory: Path, size: str) -> None:
-    directory.mkdir()
-    if sys.platform != "linux" or os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root on Linux")
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(directory)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
 
 
 @pytest.fixture
@@ -50,31 +35,6 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         yield directory
     finally:
         subprocess.run(["umount", "-l", str(directory)], check=False)
-
-
-def fill(directory: Path, leave: int = 0) -> Path:
-    """Write zeros until the filesystem is full (or ``leave`` bytes remain)."""
-    filler = directory / "filler"
-    with open(filler, "wb") as handle:
-        if leave:
-            free = os.statvfs(directory).f_bfree * os.statvfs(directory).f_frsize
-            handle.write(b"\0" * max(0, free - leave))
-            return filler
-        chunk = b"\0" * 65536
-        with contextlib.suppress(OSError):
-            while True:
-                handle.write(chunk)
-                handle.flush()
-        with contextlib.suppress(OSError):
-            while True:
-                os.write(handle.fileno(), b"\0" * 512)
-    return filler
-
-
-def sizes(store: Path) -> dict[str, int]:
-    return {
-        p.name: p.stat().st_size for p in store.parent.iterdir() if p.name.startswith(store.name)
-    }
 
 
 def cli(store: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
