@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.relay.conftest import Device, Relay
+from tests.relay.app_relay import Device, Relay
 from tests.relay.helpers import batch
 
 

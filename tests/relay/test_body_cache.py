@@ -6,7 +6,7 @@ from __future__ import annotations
 from relay.http.body_cache import BodyCache
 from relay.secrets import timestamp
 from relay.storage.records import Member, ProvisioningDocument
-from tests.relay.conftest import Device, Relay
+from tests.relay.app_relay import Device, Relay
 from tests.relay.helpers import T0
 from tests.relay.read_state_calls import post, sync, update
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.relay.conftest import Device, Relay
+from tests.relay.app_relay import Device, Relay
 from tests.relay.helpers import batch
 
 #: The sequence a stray row occupies ahead of the head, so the next batch's

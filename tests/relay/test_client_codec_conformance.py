@@ -12,7 +12,7 @@ from typing import Any
 
 from relay.limits import MAX_SEQ
 from relay.secrets import new_uuid7
-from tests.relay.conftest import Device, Relay
+from tests.relay.app_relay import Device, Relay
 from tests.relay.helpers import batch, envelope, issue_token, message, provision
 from wire.http_v1.capabilities import Capabilities
 from wire.http_v1.errors import ErrorResponse

@@ -28,8 +28,8 @@ from relay.secrets import timestamp
 from relay.storage import location
 from relay.storage.pg_live import APPLICATION_NAME
 from relay.storage.pg_schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
+from tests.relay.app_relay import Device, Relay, make_relay
 from tests.relay.backends import Backend
-from tests.relay.conftest import Device, Relay, make_relay
 from tests.relay.helpers import batch, provision
 from tests.support.live_relay import Database, LiveRelay, running_relay
 from tests.support.live_relay import provision as live_provision

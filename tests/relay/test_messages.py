@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from relay.limits import MAX_SEQ
-from tests.relay.conftest import Device, Relay
+from tests.relay.app_relay import Device, Relay
 from tests.relay.helpers import batch, envelope, message, uuid4
 
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")

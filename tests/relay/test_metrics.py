@@ -20,8 +20,8 @@ from starlette.testclient import TestClient
 from relay.http.app import create_app
 from relay.server import is_loopback, metrics_enabled
 from relay.storage.base import RelayStore
+from tests.relay.app_relay import make_relay
 from tests.relay.backends import Backend
-from tests.relay.conftest import make_relay
 from tests.relay.helpers import FakeClock, Team, batch, issue_token, provision, team_headers
 from tests.support.live_relay import database_for, running_relay
 

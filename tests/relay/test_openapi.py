@@ -9,8 +9,8 @@ from starlette.routing import Route
 
 from relay.limits import MAX_PAGE_LIMIT
 from relay.openapi import OPENAPI_PATH, document
+from tests.relay.app_relay import Device, Relay
 from tests.relay.backends import Backend
-from tests.relay.conftest import Device, Relay
 from tests.relay.helpers import batch, envelope, issue_token, message
 from tests.relay.schema_check import check
 from tests.support.live_relay import Database, provision, running_relay

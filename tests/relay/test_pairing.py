@@ -7,8 +7,8 @@ import threading
 from pathlib import Path
 
 from relay.secrets import hash_secret, new_credential_secret, new_uuid7, timestamp
+from tests.relay.app_relay import Device, Relay, make_relay
 from tests.relay.backends import Backend
-from tests.relay.conftest import Device, Relay, make_relay
 from tests.relay.helpers import T0, Team, batch, issue_token, provision
 
 V1 = {"Agmsg-Protocol-Version": "1"}

@@ -8,7 +8,7 @@ import pytest
 
 from relay.errors import ProvisioningRejected
 from relay.limits import MAX_POLICY_HISTORY
-from tests.relay.conftest import Device, Relay
+from tests.relay.app_relay import Device, Relay
 from tests.relay.helpers import batch
 
 

@@ -28,8 +28,8 @@ from relay.secrets import utc_now
 from relay.storage import location, pg_schema
 from relay.storage.pg_schema import RELAY_SCHEMA
 from relay.storage.postgres import PostgresRelayStore
+from tests.relay.app_relay import make_relay
 from tests.relay.backends import Backend, require_postgres
-from tests.relay.conftest import make_relay
 from tests.relay.forbidden_columns import FORBIDDEN_COLUMNS
 from tests.relay.helpers import batch, issue_token, provision, team_headers
 from tests.relay.pg_server import PgServer, start_server

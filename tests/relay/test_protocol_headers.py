@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from relay.secrets import new_uuid7
-from tests.relay.conftest import Device, Relay
+from tests.relay.app_relay import Device, Relay
 from tests.relay.helpers import provision
 
 

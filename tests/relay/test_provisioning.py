@@ -10,7 +10,7 @@ from relay.errors import ProvisioningRejected
 from relay.provisioning import parse_provisioning_document
 from relay.secrets import new_uuid7, timestamp
 from relay.storage.records import Member, ProvisioningDocument, Registration
-from tests.relay.conftest import Device, Relay
+from tests.relay.app_relay import Device, Relay
 from tests.relay.helpers import T0, Team
 
 NOW = timestamp(T0)

@@ -8,7 +8,7 @@ import pytest
 
 from relay.secrets import new_uuid7
 from relay.storage import steps
-from tests.relay.conftest import Device, Relay
+from tests.relay.app_relay import Device, Relay
 from tests.relay.helpers import uuid4
 from tests.relay.read_state_calls import post, sync, update
 from wire.http_v1.errors import ErrorResponse

@@ -9,7 +9,7 @@ import pytest
 
 from relay.storage.read_stream import exact_floor, merge_page
 from relay.storage.records import ReadKey
-from tests.relay.conftest import Device, Relay
+from tests.relay.app_relay import Device, Relay
 from tests.relay.helpers import provision
 from tests.relay.read_state_calls import post, sync, update
 

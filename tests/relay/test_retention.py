@@ -14,8 +14,8 @@ import pytest
 from relay.config import default_db_path, parse_retention
 from relay.errors import OperatorError, ProvisioningRejected
 from relay.storage.sqlite import SqliteRelayStore
+from tests.relay.app_relay import Device, Relay, make_relay
 from tests.relay.backends import Backend
-from tests.relay.conftest import Device, Relay, make_relay
 from tests.relay.forbidden_columns import FORBIDDEN_COLUMNS
 from tests.relay.helpers import batch, envelope, provision
 

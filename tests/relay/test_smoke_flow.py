@@ -1,4 +1,4 @@
-from tests.relay.conftest import Device, Relay
+from tests.relay.app_relay import Device, Relay
 from tests.relay.helpers import batch
 
 
