@@ -66,6 +66,20 @@ def test_no_test_module_imports_another_test_module() -> None:
     assert offenders == [], "move the shared helper to tests/support/: " + "; ".join(offenders)
 
 
+def test_no_module_imports_a_conftest() -> None:
+    """A conftest.py is pytest's to load, once per folder: importing it as a
+    module loads a second copy whose fixtures and constants are different
+    objects. What a conftest's fixtures and its neighbours share sits in a
+    helper module both import."""
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in _python_files()
+        for module in _imported_modules(path)
+        if module.split(".")[0] in TEST_TREES and "conftest" in module.split(".")
+    ]
+    assert offenders == [], "; ".join(offenders)
+
+
 def test_tests_support_imports_no_test_folder() -> None:
     """tests/support sits below every test folder: it may use the packages
     and itself, never a folder of tests (that would make its users depend on

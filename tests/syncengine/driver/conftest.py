@@ -11,8 +11,7 @@ from tests.syncengine.driver.contract import (
     make_driver,
     stop_driver_servers,
 )
-
-DOORS = ["python", "command", "bash", "served"]
+from tests.syncengine.driver.doors import DOORS
 
 
 @pytest.fixture(params=DOORS)

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.syncengine.driver.conftest import DOORS
 from tests.syncengine.driver.contract import (
     BashDriver,
     ContractFailure,
     PythonDriver,
     make_driver,
 )
+from tests.syncengine.driver.doors import DOORS
 
 Driver = PythonDriver | BashDriver
 

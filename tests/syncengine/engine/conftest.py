@@ -7,34 +7,13 @@ from typing import Any
 import pytest
 
 from syncengine.engine import Engine
-from syncengine.engine.connect import connect_store
-from syncengine.http.client import ClientConfig
-from syncengine.http.credentials import Secret
-from syncengine.http.retry import RetryPolicy
-from tests.syncengine.engine.fakerelay import TOKEN, FakeRelay
-
-#: No real waiting in unit tests: two quick attempts, then the error surfaces.
-FAST = ClientConfig(retry=RetryPolicy(max_attempts=2, backoff_base=0.001, backoff_cap=0.001))
+from tests.syncengine.engine.fake_connect import FAST, connect_fake
+from tests.syncengine.engine.fakerelay import FakeRelay
 
 
 @pytest.fixture
 def relay() -> FakeRelay:
     return FakeRelay()
-
-
-def connect_fake(
-    relay: FakeRelay, store: Path, team: str = "crew", mode: str = "plaintext-allowed", **kw: Any
-) -> None:
-    connect_store(
-        store,
-        endpoint="http://127.0.0.1:9",
-        token=Secret(TOKEN),
-        team=team,
-        mode=mode,
-        transport=relay.transport(),
-        client_config=FAST,
-        **kw,
-    )
 
 
 @pytest.fixture

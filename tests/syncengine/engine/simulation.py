@@ -36,7 +36,7 @@ from syncengine.http.errors import ResyncRequired, TransientFailure
 from syncengine.ids import new_uuid7
 from syncengine.local_store import Store
 from syncengine.ops.errors import SyncCorruptState
-from tests.syncengine.engine.conftest import FAST, connect_fake
+from tests.syncengine.engine.fake_connect import FAST, connect_fake
 from tests.syncengine.engine.fakerelay import RECEIVED_AT, FakeRelay, proxy_page, reply
 from wire.http_v1.messages import MessagePage, PulledMessage
 from wire.outcome import Importable

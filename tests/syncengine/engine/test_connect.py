@@ -24,7 +24,7 @@ from syncengine.engine import state as engine_state
 from syncengine.engine.connect import default_credential_path
 from syncengine.http.errors import CredentialStoreError, PairingTokenRejected
 from syncengine.local_store import Store
-from tests.syncengine.engine.conftest import connect_fake
+from tests.syncengine.engine.fake_connect import connect_fake
 from tests.syncengine.engine.fakerelay import SECRET, TOKEN, FakeRelay
 
 
@@ -107,7 +107,7 @@ def test_a_credential_write_failure_leaves_no_binding(
 def test_a_rejected_token_leaves_nothing_behind(tmp_path: Path, relay: FakeRelay) -> None:
     from syncengine.engine import connect_store
     from syncengine.http.credentials import Secret
-    from tests.syncengine.engine.conftest import FAST
+    from tests.syncengine.engine.fake_connect import FAST
 
     store = tmp_path / "store.db"
     with pytest.raises(PairingTokenRejected):

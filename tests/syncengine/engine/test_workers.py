@@ -31,7 +31,7 @@ from syncengine.local_store import Store
 from syncengine.ops.prepare_push import BlockedSeal, LocalMessage, Sealed, seal_local
 from syncengine.ops.sync_records import SyncPrepare
 from syncengine.store.messages import OutgoingMessage
-from tests.syncengine.engine.conftest import FAST, connect_fake
+from tests.syncengine.engine.fake_connect import FAST, connect_fake
 from tests.syncengine.engine.fakerelay import FakeRelay
 from tests.syncengine.engine.worker_support import (
     AT,

@@ -17,7 +17,7 @@ from syncengine.local_store import Store
 from syncengine.ops.seed import held_wire_ids, read_backup, seed_history
 from syncengine.store import InvalidInput
 from tests.support.before_join import OLD, WRITER, _joined_late, _key
-from tests.syncengine.engine.conftest import FAST, connect_fake
+from tests.syncengine.engine.fake_connect import FAST, connect_fake
 from tests.syncengine.engine.fakerelay import FakeRelay
 
 AT = "2026-07-20T06:30:00.000000Z"
