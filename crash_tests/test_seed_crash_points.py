@@ -25,7 +25,7 @@ from syncengine.crash import CRASH_EXIT_CODE, SEED_CRASH_POINTS
 from syncengine.local_store import Store
 from tests.support.live_relay import LiveRelay, relay_fixture
 from tests.support.machines import Machine, exactly_once, relay_counts, run_cli
-from tests.support.seeding import _joined_by_rotation, _ok, _status_of, _unread
+from tests.support.seeding import cli_ok, joined_by_rotation, quarantine_count, unread_bodies
 
 EVERYTHING = sorted(
     [
@@ -54,9 +54,9 @@ def test_the_cases_cover_every_seed_crash_point() -> None:
 def test_a_seed_killed_at_its_commit_is_all_or_nothing_and_a_rerun_converges(
     live: LiveRelay, tmp_path: Path, point: str
 ) -> None:
-    team, (_, b, c) = _joined_by_rotation(live, tmp_path)
+    team, (_, b, c) = joined_by_rotation(live, tmp_path)
     backup = tmp_path / "b.backup"
-    _ok(b, "backup", "--output", str(backup))
+    cli_ok(b, "backup", "--output", str(backup))
     on_relay = relay_counts(live, team.id)
     reads = _reads(c)
 
@@ -67,15 +67,15 @@ def test_a_seed_killed_at_its_commit_is_all_or_nothing_and_a_rerun_converges(
     assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
     if point.endswith("before_commit"):
         assert c.bodies() == ["after c joined"]
-        assert _status_of(c, "before_join") == 2 and _reads(c) == reads
+        assert quarantine_count(c, "before_join") == 2 and _reads(c) == reads
     else:
         assert exactly_once(c) == EVERYTHING
-        assert _status_of(c, "before_join") == 0
+        assert quarantine_count(c, "before_join") == 0
 
-    again = _ok(c, "seed", "--input", str(backup), "--team", "crew")
+    again = cli_ok(c, "seed", "--input", str(backup), "--team", "crew")
     assert again["seeded"] == (2 if point.endswith("before_commit") else 0)
     assert exactly_once(c) == EVERYTHING
-    assert _status_of(c, "before_join") == 0
-    assert _unread(c, "bob") == ["after c joined"]  # the backup's read, carried once
+    assert quarantine_count(c, "before_join") == 0
+    assert unread_bodies(c, "bob") == ["after c joined"]  # the backup's read, carried once
     c.sync()
     assert relay_counts(live, team.id) == on_relay

@@ -15,28 +15,34 @@ from pathlib import Path
 
 from tests.support.live_relay import LiveRelay
 from tests.support.machines import LeanTeam, exactly_once, relay_counts, run_cli
-from tests.support.seeding import _joined_by_rotation, _ok, _read, _status_of, _unread
+from tests.support.seeding import (
+    cli_ok,
+    joined_by_rotation,
+    mark_one_read,
+    quarantine_count,
+    unread_bodies,
+)
 
 
 def test_a_machine_seeded_from_a_backup_gets_the_older_history_once_with_its_read_state(
     live: LiveRelay, tmp_path: Path
 ) -> None:
-    team, (a, b, c) = _joined_by_rotation(live, tmp_path)
+    team, (a, b, c) = joined_by_rotation(live, tmp_path)
     assert c.bodies() == ["after c joined"]
-    assert _status_of(c, "before_join") == 2
-    status = _ok(c, "status", "--team", "crew")
+    assert quarantine_count(c, "before_join") == 2
+    status = cli_ok(c, "status", "--team", "crew")
     assert status["state"] == "ok" and status["messages_blocked"] == []
     text = run_cli(c, "status", "--team", "crew").stdout
     assert "2 messages from before this machine joined; they cannot be opened here" in text
     assert run_cli(c, "doctor", "--team", "crew").returncode == 0
 
-    _read(c, "bob", "after c joined")  # c's own read state, before the seed
+    mark_one_read(c, "bob", "after c joined")  # c's own read state, before the seed
     backup = tmp_path / "b.backup"
-    _ok(b, "backup", "--output", str(backup))
+    cli_ok(b, "backup", "--output", str(backup))
     on_relay = relay_counts(live, team.id)
-    identity_before = _ok(c, "status", "--team", "crew")
+    identity_before = cli_ok(c, "status", "--team", "crew")
 
-    seeded = _ok(c, "seed", "--input", str(backup), "--team", "crew")
+    seeded = cli_ok(c, "seed", "--input", str(backup), "--team", "crew")
     assert (seeded["seeded"], seeded["read"], seeded["unmatched"]) == (2, 1, 0)
     everything = sorted(
         [
@@ -46,12 +52,12 @@ def test_a_machine_seeded_from_a_backup_gets_the_older_history_once_with_its_rea
         ]
     )
     assert exactly_once(c) == everything
-    assert _status_of(c, "before_join") == 0
+    assert quarantine_count(c, "before_join") == 0
     # Read state: b's bob had read "older to bob"; c's own read stays.
-    assert _unread(c, "bob") == []
-    assert _unread(c, "alice") == ["older to alice"]
+    assert unread_bodies(c, "bob") == []
+    assert unread_bodies(c, "alice") == ["older to alice"]
     # c keeps its own identity and credential.
-    after = _ok(c, "status", "--team", "crew")
+    after = cli_ok(c, "status", "--team", "crew")
     assert after["credential_id"] == identity_before["credential_id"]
     assert after["security"] == identity_before["security"]
 
@@ -61,16 +67,16 @@ def test_a_machine_seeded_from_a_backup_gets_the_older_history_once_with_its_rea
     assert relay_counts(live, team.id) == on_relay
     for machine in (a, b, c):
         assert exactly_once(machine) == everything
-    assert _ok(c, "status", "--team", "crew")["pending_push"] == 0
+    assert cli_ok(c, "status", "--team", "crew")["pending_push"] == 0
 
 
 def test_seeding_again_seeds_nothing_and_changes_nothing(live: LiveRelay, tmp_path: Path) -> None:
-    _, (_, b, c) = _joined_by_rotation(live, tmp_path)
+    _, (_, b, c) = joined_by_rotation(live, tmp_path)
     backup = tmp_path / "b.backup"
-    _ok(b, "backup", "--output", str(backup))
-    assert _ok(c, "seed", "--input", str(backup))["seeded"] == 2
+    cli_ok(b, "backup", "--output", str(backup))
+    assert cli_ok(c, "seed", "--input", str(backup))["seeded"] == 2
     before = exactly_once(c)
-    again = _ok(c, "seed", "--input", str(backup))
+    again = cli_ok(c, "seed", "--input", str(backup))
     assert (again["seeded"], again["unmatched"]) == (0, 0)
     assert exactly_once(c) == before
 
@@ -79,16 +85,16 @@ def test_a_backup_of_another_team_is_refused_and_nothing_changes(
     live: LiveRelay, tmp_path: Path
 ) -> None:
     (tmp_path / "one").mkdir()
-    _, (_, _, c) = _joined_by_rotation(live, tmp_path / "one")
+    _, (_, _, c) = joined_by_rotation(live, tmp_path / "one")
     (tmp_path / "two").mkdir()
     (stranger,) = LeanTeam(live, tmp_path / "two").age_machines("s")
     stranger.send("alice", "bob", "elsewhere")
     stranger.sync()
     backup = tmp_path / "s.backup"
-    _ok(stranger, "backup", "--output", str(backup))
+    cli_ok(stranger, "backup", "--output", str(backup))
     before = exactly_once(c)
     result = run_cli(c, "seed", "--input", str(backup), "--team", "crew")
     assert result.returncode == 13
     assert "holds no history of this team's stream" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) <= 2
-    assert exactly_once(c) == before and _status_of(c, "before_join") == 2
+    assert exactly_once(c) == before and quarantine_count(c, "before_join") == 2

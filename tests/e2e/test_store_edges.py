@@ -23,7 +23,7 @@ from syncengine.engine import Engine
 from syncengine.engine.connect import connect_store
 from syncengine.local_store import Store
 from syncengine.store import OutgoingMessage
-from tests.support.full_disk import _mount, fill, sizes
+from tests.support.full_disk import fill, mount_tmpfs, sizes
 from tests.support.live_relay import LiveRelay
 from tests.support.machines import LeanTeam, Machine, exactly_once, run_cli
 
@@ -33,7 +33,7 @@ MESSAGES = 1500
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
     directory = tmp_path / "small"
-    _mount(directory, "8m")
+    mount_tmpfs(directory, "8m")
     try:
         yield directory
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 
-def _mount(directory: Path, size: str) -> None:
+def mount_tmpfs(directory: Path, size: str) -> None:
     directory.mkdir()
     if sys.platform != "linux" or os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root on Linux")

@@ -13,14 +13,14 @@ from tests.support.machines import LeanTeam, Machine, run_cli
 from wire.age_keys import X25519Identity
 
 
-def _ok(machine: Machine, *args: str) -> dict[str, object]:
+def cli_ok(machine: Machine, *args: str) -> dict[str, object]:
     result = run_cli(machine, *args, "--json")
     assert result.returncode == 0, result.stderr
     obj: dict[str, object] = json.loads(result.stdout.splitlines()[-1])
     return obj
 
 
-def _status_of(machine: Machine, status: str) -> int:
+def quarantine_count(machine: Machine, status: str) -> int:
     with Store(machine.store) as store:
         row = store.conn.execute(
             "SELECT count(*) FROM sync_quarantine WHERE status = ?", (status,)
@@ -28,18 +28,18 @@ def _status_of(machine: Machine, status: str) -> int:
     return int(row[0])
 
 
-def _unread(machine: Machine, agent: str) -> list[str]:
+def unread_bodies(machine: Machine, agent: str) -> list[str]:
     with Store(machine.store) as store:
         return sorted(m.body for m in store.list_unread("crew", agent))
 
 
-def _read(machine: Machine, agent: str, body: str) -> None:
+def mark_one_read(machine: Machine, agent: str, body: str) -> None:
     with Store(machine.store) as store:
         (message,) = [m for m in store.list_unread("crew", agent) if m.body == body]
         store.mark_read_batch("crew", agent, [message.id])
 
 
-def _joined_by_rotation(live: LiveRelay, tmp_path: Path) -> tuple[LeanTeam, list[Machine]]:
+def joined_by_rotation(live: LiveRelay, tmp_path: Path) -> tuple[LeanTeam, list[Machine]]:
     """a and b on epoch-1 with two older messages (b read the one to bob),
     then c added by a rotation to epoch-2 and a message after it."""
     team = LeanTeam(live, tmp_path)
@@ -48,7 +48,7 @@ def _joined_by_rotation(live: LiveRelay, tmp_path: Path) -> tuple[LeanTeam, list
     b.send("bob", "alice", "older to alice")
     for machine in (a, b, a):
         machine.sync()
-    _read(b, "bob", "older to bob")
+    mark_one_read(b, "bob", "older to bob")
     b.sync()  # b's read reaches the relay's read state
 
     c_identity = X25519Identity.generate()
@@ -58,15 +58,15 @@ def _joined_by_rotation(live: LiveRelay, tmp_path: Path) -> tuple[LeanTeam, list
     epoch2 = tmp_path / "epoch-2.recipients"
     older = (tmp_path / "epoch-1.recipients").read_text()
     epoch2.write_text(older + c_identity.recipient.to_string() + "\n")
-    _ok(a, "keys", "epoch", "add", "--team", "crew", "--key-id", "epoch-2",
+    cli_ok(a, "keys", "epoch", "add", "--team", "crew", "--key-id", "epoch-2",
         "--recipients-file", str(epoch2))  # fmt: skip
     snapshot = tmp_path / "epochs.json"
     digest = str(
-        _ok(a, "keys", "epoch", "export", "--team", "crew", "--output", str(snapshot))[
+        cli_ok(a, "keys", "epoch", "export", "--team", "crew", "--output", str(snapshot))[
             "snapshot_sha256"
         ]
     )
-    _ok(b, "keys", "epoch", "import", "--team", "crew", "--file", str(snapshot),
+    cli_ok(b, "keys", "epoch", "import", "--team", "crew", "--file", str(snapshot),
         "--confirm-digest", digest)  # fmt: skip
     (tmp_path / "c").mkdir()
     c = Machine("c", tmp_path / "c" / "store.db")

@@ -26,7 +26,7 @@ from syncengine.engine.evaluation import judge
 from syncengine.engine.state import ConnectionRecord
 from syncengine.ids import new_uuid4, new_uuid7
 from syncengine.local_store import Store
-from tests.support.before_join import NEW, OLD, WRITER, _joined_late, _key, _recipients
+from tests.support.before_join import NEW, OLD, WRITER, joined_late, key_file, recipient_list
 from tests.syncengine.engine.fakerelay import FakeRelay
 from wire.age_keys import X25519Identity
 from wire.message import Message
@@ -142,7 +142,7 @@ def test_before_join_exactly_when_no_held_identity_is_a_recipient_and_a_later_on
 def test_a_machine_that_joined_later_holds_the_older_messages_as_before_join(
     tmp_path: Path, make_engine: Callable[..., Engine]
 ) -> None:
-    reader, _ = _joined_late(tmp_path, make_engine)
+    reader, _ = joined_late(tmp_path, make_engine)
     assert reader.status().sync.quarantine == {"before_join": 2}
     rows = reader.quarantine()
     assert [r.status for r in rows] == ["before_join", "before_join"]
@@ -152,7 +152,7 @@ def test_a_machine_that_joined_later_holds_the_older_messages_as_before_join(
 def test_before_join_messages_leave_the_engine_state_ok_with_no_remedy(
     tmp_path: Path, make_engine: Callable[..., Engine]
 ) -> None:
-    reader, _ = _joined_late(tmp_path, make_engine)
+    reader, _ = joined_late(tmp_path, make_engine)
     obj = reader.status().to_obj()
     assert obj["state"] == "ok"
     assert obj["messages_blocked"] == []
@@ -162,7 +162,7 @@ def test_before_join_messages_leave_the_engine_state_ok_with_no_remedy(
 def test_status_counts_before_join_messages_in_plain_words(
     tmp_path: Path, make_engine: Callable[..., Engine], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    reader, _ = _joined_late(tmp_path, make_engine)
+    reader, _ = joined_late(tmp_path, make_engine)
     assert main(["status", "--store", str(reader.store.path), "--team", "crew"]) == 0
     text = capsys.readouterr().out
     assert "2 messages from before this machine joined; they cannot be opened here" in text
@@ -172,7 +172,7 @@ def test_status_counts_before_join_messages_in_plain_words(
 def test_doctor_finds_before_join_messages_ok(
     tmp_path: Path, make_engine: Callable[..., Engine], relay: FakeRelay
 ) -> None:
-    reader, _ = _joined_late(tmp_path, make_engine, count=1)
+    reader, _ = joined_late(tmp_path, make_engine, count=1)
     checks = {c.name: c for c in run_checks(reader.store.path, "crew", transport=relay.transport())}
     assert checks["quarantine"].verdict == "ok"
     assert "1 message from before this machine joined" in checks["quarantine"].detail
@@ -181,7 +181,7 @@ def test_doctor_finds_before_join_messages_ok(
 def test_quarantine_list_shows_before_join_with_its_reason_and_that_it_needs_nothing(
     tmp_path: Path, make_engine: Callable[..., Engine], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    reader, _ = _joined_late(tmp_path, make_engine, count=1)
+    reader, _ = joined_late(tmp_path, make_engine, count=1)
     store = str(reader.store.path)
     args = ["quarantine", "list", "--store", store, "--status", "before_join", "--json"]
     assert main(args) == 0
@@ -193,7 +193,7 @@ def test_quarantine_list_shows_before_join_with_its_reason_and_that_it_needs_not
 def test_reprocess_opens_before_join_messages_once_an_identity_of_their_epoch_is_installed(
     tmp_path: Path, make_engine: Callable[..., Engine]
 ) -> None:
-    reader, old_key = _joined_late(tmp_path, make_engine)
+    reader, old_key = joined_late(tmp_path, make_engine)
     assert reader.reprocess().outcomes == {"before_join": 2}  # judged again, still unreadable
     reader.set_identity(old_key, key_id="epoch-1")
     assert reader.reprocess().outcomes == {"imported": 2}
@@ -205,9 +205,9 @@ def test_reprocess_opens_before_join_messages_once_an_identity_of_their_epoch_is
 def test_a_recipient_that_only_lacks_its_identity_file_stays_blocked_pending_key(
     tmp_path: Path, make_engine: Callable[..., Engine]
 ) -> None:
-    writer_key = _key(tmp_path, "writer", WRITER)
-    old_key = _key(tmp_path, "old", OLD)
-    epoch1 = _recipients(tmp_path, "epoch-1", WRITER, OLD)
+    writer_key = key_file(tmp_path, "writer", WRITER)
+    old_key = key_file(tmp_path, "old", OLD)
+    epoch1 = recipient_list(tmp_path, "epoch-1", WRITER, OLD)
     writer = make_engine(
         "a", key_id="epoch-1", recipients_file=str(epoch1), identity_file=str(writer_key)
     )
@@ -215,7 +215,7 @@ def test_a_recipient_that_only_lacks_its_identity_file_stays_blocked_pending_key
     with Store(writer.store.path) as store:
         store.send("crew", "alice", "bob", "sealed to me")
     writer.push()
-    epoch2 = _recipients(tmp_path, "epoch-2", WRITER, OLD)
+    epoch2 = recipient_list(tmp_path, "epoch-2", WRITER, OLD)
     reader.add_epoch("epoch-2", str(epoch2), identity_file=str(old_key))
     reader.pull()
     obj = reader.status().to_obj()

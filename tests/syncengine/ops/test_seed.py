@@ -16,7 +16,7 @@ from syncengine.engine import Engine
 from syncengine.local_store import Store
 from syncengine.ops.seed import held_wire_ids, read_backup, seed_history
 from syncengine.store import InvalidInput
-from tests.support.before_join import OLD, WRITER, _joined_late, _key
+from tests.support.before_join import OLD, WRITER, joined_late, key_file
 from tests.syncengine.engine.fake_connect import FAST, connect_fake
 from tests.syncengine.engine.fakerelay import FakeRelay
 
@@ -53,7 +53,7 @@ def _seed(reader: Engine, backup: Path) -> Any:
 
 
 def _writer_backup(tmp_path: Path) -> Path:
-    """The writer's backup (machine "a" of :func:`_joined_late`)."""
+    """The writer's backup (machine "a" of :func:`joined_late`)."""
     backup = tmp_path / "a.backup"
     with Store(tmp_path / "a" / "store.db") as store:
         store.backup(backup)
@@ -69,7 +69,7 @@ def _rows(reader: Engine) -> list[tuple[Any, ...]]:
 def test_every_held_row_the_backup_maps_is_imported_at_its_own_position(
     tmp_path: Path, make_engine: Callable[..., Engine]
 ) -> None:
-    reader, _ = _joined_late(tmp_path, make_engine)
+    reader, _ = joined_late(tmp_path, make_engine)
     result = _seed(reader, _writer_backup(tmp_path))
     assert (result.seeded, result.unmatched) == (2, 0)
     rows = _rows(reader)
@@ -82,7 +82,7 @@ def test_every_held_row_the_backup_maps_is_imported_at_its_own_position(
 def test_a_backup_mapping_a_held_wire_id_to_another_envelope_refuses_the_whole_seed(
     tmp_path: Path, make_engine: Callable[..., Engine]
 ) -> None:
-    reader, _ = _joined_late(tmp_path, make_engine)
+    reader, _ = joined_late(tmp_path, make_engine)
     backup = _writer_backup(tmp_path)
     with Store(backup):  # brought to this schema first, then tampered with
         pass
@@ -99,7 +99,7 @@ def test_a_backup_mapping_a_held_wire_id_to_another_envelope_refuses_the_whole_s
 def test_a_backup_of_another_stream_is_refused(
     tmp_path: Path, make_engine: Callable[..., Engine]
 ) -> None:
-    reader, _ = _joined_late(tmp_path, make_engine)
+    reader, _ = joined_late(tmp_path, make_engine)
     other = tmp_path / "other.db"
     with Store(other) as store:
         store.init()
@@ -111,7 +111,7 @@ def test_a_backup_of_another_stream_is_refused(
 def test_an_integrity_outcome_is_never_filled_in_from_a_backup(
     tmp_path: Path, make_engine: Callable[..., Engine]
 ) -> None:
-    reader, _ = _joined_late(tmp_path, make_engine)
+    reader, _ = joined_late(tmp_path, make_engine)
     reader.store.conn.execute(
         "UPDATE sync_quarantine SET status = 'manifest_mismatch' WHERE server_seq = 1"
     )
@@ -123,7 +123,7 @@ def test_an_integrity_outcome_is_never_filled_in_from_a_backup(
 def test_a_pending_key_row_of_a_recipient_is_seeded_too(
     tmp_path: Path, make_engine: Callable[..., Engine]
 ) -> None:
-    writer_key = _key(tmp_path, "writer", WRITER)
+    writer_key = key_file(tmp_path, "writer", WRITER)
     recipients = tmp_path / "epoch-1.recipients"
     recipients.write_text(WRITER.recipient.to_string() + "\n" + OLD.recipient.to_string() + "\n")
     epoch = {"key_id": "epoch-1", "recipients_file": str(recipients)}
@@ -141,7 +141,7 @@ def test_a_pending_key_row_of_a_recipient_is_seeded_too(
 def test_seeded_messages_are_never_push_candidates(
     tmp_path: Path, make_engine: Callable[..., Engine]
 ) -> None:
-    reader, _ = _joined_late(tmp_path, make_engine)
+    reader, _ = joined_late(tmp_path, make_engine)
     _seed(reader, _writer_backup(tmp_path))
     pushed = reader.push()
     assert (pushed.candidates, pushed.stored) == (0, 0)

@@ -22,7 +22,7 @@ import pytest
 from syncengine.local_store import Store
 from syncengine.store import OutgoingMessage, StoreFull
 from syncengine.store.connection import WAL_FOLD_OVER_BYTES
-from tests.support.full_disk import _mount, fill, sizes
+from tests.support.full_disk import fill, mount_tmpfs, sizes
 
 SIZE = "2m"
 
@@ -30,7 +30,7 @@ SIZE = "2m"
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
     directory = tmp_path / "small"
-    _mount(directory, SIZE)
+    mount_tmpfs(directory, SIZE)
     try:
         yield directory
     finally:
