@@ -1,9 +1,11 @@
-"""Lazy package exports (PEP 562).
+"""Lazy package exports (PEP 562) for the codec's own packages.
 
-A package ``__init__`` that re-exports many names would otherwise import
-every submodule up front; scheduled ``syncengine pull`` runs pay start-up on
-every invocation, so packages map each public name to its module and import
-it on first use.
+``wire`` and ``wire.http_v1`` re-export many names; importing every
+submodule up front would make each process that needs one document pay for
+all of them. Each package maps a public name to its module and imports it on
+first use. Only ``wire`` uses this: ``syncengine`` keeps its own copy
+(``syncengine/_lazy.py``), so the codec holds nothing of a client's
+start-up machinery (issue #36).
 """
 
 from __future__ import annotations
