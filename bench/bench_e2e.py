@@ -68,6 +68,7 @@ from syncengine.engine.connect import connect_store
 from syncengine.http.credentials import Secret
 from syncengine.local_store import Store
 from syncengine.store import OutgoingMessage
+from syncengine.store.connection import one_row
 from wire.age_keys import X25519Identity
 
 TEAM = "bench"
@@ -247,7 +248,7 @@ def connect_pair(root: Path, endpoint: str, db: Path, profile: Profile) -> tuple
 
 def count_messages(store: Path) -> int:
     with Store(store) as s:
-        return int(s.conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+        return int(one_row(s.conn.execute("SELECT count(*) FROM messages"))[0])
 
 
 def run_profile(root: Path, endpoint: str, db: Path, relay_pid: int, p: Profile) -> dict[str, Any]:

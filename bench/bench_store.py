@@ -41,6 +41,7 @@ from _common import (
 from syncengine.ids import new_uuid7
 from syncengine.local_store import Store
 from syncengine.store import OutgoingMessage
+from syncengine.store.connection import all_rows, one_row
 
 AGENTS = [f"a{i}" for i in range(10)]
 AT = "2026-01-01T00:00:00.000000Z"
@@ -53,8 +54,8 @@ def build(path: Path, size: int) -> Store:
     store.init()
     store.create_team("bench", [*AGENTS, "reader"])
     conn = store.conn
-    members = dict(conn.execute("SELECT name, member_pk FROM members").fetchall())
-    team = conn.execute("SELECT team_pk FROM teams").fetchone()[0]
+    members: dict[str, int] = dict(all_rows(conn.execute("SELECT name, member_pk FROM members")))
+    team = one_row(conn.execute("SELECT team_pk FROM teams"))[0]
     reader = members["reader"]
 
     def rows() -> Any:
