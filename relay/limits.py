@@ -38,6 +38,7 @@ __all__ = [
     "ACCEPTED_ENVELOPE_VERSIONS",
     "DEFAULT_PAGE_LIMIT",
     "DEFAULT_WRITE_ALLOWED_CIPHERS",
+    "KEEP_ALIVE_SECONDS",
     "LIVE_MAX_WAITS",
     "LIVE_MAX_WAITS_PER_CREDENTIAL",
     "LIVE_MAX_WAIT_SECONDS",
@@ -111,3 +112,12 @@ MAX_CONNECTIONS_PER_PEER: Final = 64
 #: whole request — headers and body. A 2 MiB push at 1 Mbit/s takes ~17 s.
 #: A live wait is never cut: its request is whole before it starts waiting.
 REQUEST_READ_TIMEOUT_SECONDS: Final = 30.0
+#: Seconds an idle kept-alive connection stays open between requests. It
+#: must outlast the client's own idle expiry (httpx: 5 s) and a reverse
+#: proxy's upstream keep-alive (nginx: 60 s): when both ends time out
+#: together, the relay can close a connection whose next request is already
+#: on its way, and that request fails unanswered. uvicorn's default, 5 s,
+#: was such a tie; under a lagging event loop it dropped requests (the
+#: capacity bench, specs/relay-scaling.md §6). Idle connections still count
+#: against ``--max-connections-per-peer``.
+KEEP_ALIVE_SECONDS: Final = 65

@@ -60,6 +60,7 @@ from relay.http.app import ProtocolHeaders, create_app
 from relay.http.connections import ConnectionGuard
 from relay.http.live import LiveOptions
 from relay.http.metrics_group import PUBLISH_INTERVAL_SECONDS, MetricsGroup
+from relay.limits import KEEP_ALIVE_SECONDS
 from relay.logformat import LogFormat, configure_logging
 from relay.storage.base import RelayStore
 
@@ -353,6 +354,7 @@ def build_server(
         server_header=False,
         date_header=True,
         timeout_graceful_shutdown=options.shutdown_timeout,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         # The relay never reads the client address or scheme, so no
         # X-Forwarded-* header may rewrite them (specs/relay.md "Operations").
         proxy_headers=False,

@@ -29,6 +29,7 @@ import pytest
 
 from relay.config import MAX_CONNECTIONS_PER_PEER_ENV, REQUEST_READ_TIMEOUT_ENV
 from relay.http.connections import ConnectionGuard
+from relay.limits import KEEP_ALIVE_SECONDS
 from tests.support.live_relay import LiveRelay, provision, running_relay
 from wire.http_v1.live import LIVE_WAIT
 
@@ -178,6 +179,22 @@ def test_a_kept_alive_connection_gets_a_fresh_read_bound_for_each_request(
         for _ in range(3):
             assert b" 200 " in _raw_get(sock, "/v1/health")
         assert _is_open_now(sock)
+
+
+def test_an_idle_kept_alive_connection_outlasts_the_clients_own_idle_expiry(
+    tmp_path: Path,
+) -> None:
+    """The relay keeps an idle connection longer than httpx's 5 s expiry, so
+    it is the client that retires it: a relay closing at the same moment can
+    drop a request already on its way (specs/relay.md "Connection bounds").
+    Only a lower bound is checked — a loaded relay can close later, never
+    earlier."""
+    idle = 7.0
+    assert KEEP_ALIVE_SECONDS > idle > 5.0
+    with running_relay(tmp_path / "relay.db") as relay, _connect(relay) as sock:
+        assert b" 200 " in _raw_get(sock, "/v1/health")
+        assert not _closed_by_relay(sock, within=idle)
+        assert b" 200 " in _raw_get(sock, "/v1/health")
 
 
 def test_the_guard_counts_per_peer_and_releases_on_close() -> None:
