@@ -116,6 +116,25 @@ def database_for(backend: HasLocation, tmp_path: Path) -> Database:
     return backend.location if backend.is_postgres else tmp_path / "relay.db"
 
 
+def serve_argv(db: Database, *extra: str) -> list[str]:
+    """``syncengine relay serve`` on ``db``, bound to an ephemeral loopback
+    port, with ``extra`` options after the shared ones."""
+    return [
+        PYTHON,
+        "-m",
+        "syncengine",
+        "relay",
+        "serve",
+        "--db",
+        str(db),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        *extra,
+    ]
+
+
 @contextmanager
 def _serving(
     db: Database, *extra: str, env: dict[str, str] | None = None
@@ -125,20 +144,7 @@ def _serving(
     if isinstance(db, Path) and not db.exists():
         assert cli(db, "init").returncode == 0
     process = subprocess.Popen(
-        [
-            PYTHON,
-            "-m",
-            "syncengine",
-            "relay",
-            "serve",
-            "--db",
-            str(db),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            *extra,
-        ],
+        serve_argv(db, *extra),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -8,7 +8,6 @@ import os
 import queue
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.live_relay import Database, issue_token
+from tests.support.live_relay import Database, issue_token, serve_argv
 
 BOUND_S = 60.0
 
@@ -92,21 +91,7 @@ class Group:
 
 def start_group(db: Database, *extra: str) -> Group:
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "syncengine",
-            "relay",
-            "serve",
-            "--db",
-            str(db),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--no-access-log",
-            *extra,
-        ],
+        serve_argv(db, "--no-access-log", *extra),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
