@@ -17,7 +17,7 @@ from syncengine.local_store import Store
 from syncengine.ops.seed import held_wire_ids, read_backup, seed_history
 from syncengine.store import InvalidInput
 from tests.support.before_join import OLD, WRITER, joined_late, key_file
-from tests.syncengine.engine.fake_connect import FAST, connect_fake
+from tests.syncengine.engine.fake_connect import engine_factory
 from tests.syncengine.engine.fakerelay import FakeRelay
 
 AT = "2026-07-20T06:30:00.000000Z"
@@ -26,23 +26,8 @@ AT = "2026-07-20T06:30:00.000000Z"
 @pytest.fixture
 def make_engine(tmp_path: Path) -> Iterator[Callable[..., Engine]]:
     relay = FakeRelay()
-    engines: list[Engine] = []
-
-    def make(name: str = "a", *, connect: bool = True, **kw: Any) -> Engine:
-        directory = tmp_path / name
-        directory.mkdir(exist_ok=True)
-        store = directory / "store.db"
-        if connect:
-            connect_fake(relay, store, **kw)
-        engine = Engine(
-            store, transport=relay.transport(), client_config=FAST, sleep=lambda s: None
-        )
-        engines.append(engine)
-        return engine
-
-    yield make
-    for engine in engines:
-        engine.close()
+    with engine_factory(tmp_path, relay) as make:
+        yield make
 
 
 def _seed(reader: Engine, backup: Path) -> Any:
